@@ -1,0 +1,230 @@
+// weft/algorithms/direct.hpp — direct (one-shot): everyone talks to everyone at once.
+//
+// What it does
+//   allreduce       Send the whole vector to every other rank, receive all of theirs, and
+//                   reduce all p vectors in rank order 0, 1, ..., p-1 — every rank computes the
+//                   same expression, so it gets the same bits, and rank order is kept.
+//   reduce_scatter  Send block j to rank j, receive every rank's copy of this rank's block,
+//                   reduce them in rank order.
+//   reduce          Every rank sends to the root, which reduces in rank order.
+//   allgather(v)    Send this rank's block to every other rank; receive each block in place.
+//   broadcast       The root sends to every other rank.
+//   gather/scatter  Every rank sends its block to the root / the root sends each its block.
+//   alltoall(v)     Every pair exchanges its block, all messages posted at once.
+// Cost per rank (n bytes; per-rank block for the gathering ones)
+//   1 step; allreduce sends (p-1) * n bytes and reduces (p-1) * n
+// Preconditions
+//   Any p >= 1 and any count. Scratch of p * n bytes for the reductions.
+// When to prefer it
+//   Tiny messages: one step of latency instead of log2(p) or 2(p-1). The bytes grow with p, so
+//   it loses quickly as messages grow.
+#pragma once
+
+#include "weft/communicator.hpp"
+#include "weft/detail/bytes.hpp"
+#include "weft/tuning/cost_model.hpp"
+
+#include <string_view>
+
+namespace weft {
+
+struct direct {
+  static constexpr std::string_view name = "direct";
+  static constexpr bool keeps_rank_order = true;
+
+  template <class Comm>
+  static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out,
+                        const detail::reducer& combine) {
+    const int p = comm.size();
+    const int r = comm.rank();
+    const std::size_t n = in.size();
+    // slot i holds rank i's vector; our own is copied in too, since `out` may alias `in`
+    const detail::bytes slots = comm.scratch(static_cast<std::size_t>(p) * n);
+    auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
+    comm.copy(slot(r), in);
+    comm.next_step();
+    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i == r) continue;
+      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, slot(i));
+      operations[static_cast<std::size_t>(2 * i + 1)] = comm.send(i, in);
+    }
+    comm.wait_each(operations);
+    reduce_in_order(comm, slots, n, out, combine);
+  }
+
+  template <class Comm>
+  static void reduce_scatter(Comm& comm, detail::const_bytes in, detail::bytes out,
+                             const detail::reducer& combine) {
+    const int p = comm.size();
+    const int r = comm.rank();
+    const std::size_t n = out.size();
+    const detail::bytes slots = comm.scratch(static_cast<std::size_t>(p) * n);
+    auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
+    comm.copy(slot(r), in.subspan(static_cast<std::size_t>(r) * n, n));
+    comm.next_step();
+    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i == r) continue;
+      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, slot(i));
+      operations[static_cast<std::size_t>(2 * i + 1)] =
+          comm.send(i, in.subspan(static_cast<std::size_t>(i) * n, n));
+    }
+    comm.wait_each(operations);
+    reduce_in_order(comm, slots, n, out, combine);
+  }
+
+  template <class Comm>
+  static void reduce(Comm& comm, detail::const_bytes in, detail::bytes out,
+                     const detail::reducer& combine, int root) {
+    const int p = comm.size();
+    const int r = comm.rank();
+    const std::size_t n = in.size();
+    comm.next_step();
+    if (r != root) {
+      auto send = comm.send(root, in);
+      comm.wait(send);
+      return;
+    }
+    const detail::bytes slots = comm.scratch(static_cast<std::size_t>(p) * n);
+    auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
+    comm.copy(slot(r), in);
+    auto receives = comm.requests(static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i != r) receives[static_cast<std::size_t>(i)] = comm.recv(i, slot(i));
+    }
+    comm.wait_each(receives);
+    reduce_in_order(comm, slots, n, out, combine);
+  }
+
+  template <class Comm>
+  static void allgather(Comm& comm, detail::const_bytes in, detail::bytes out) {
+    auto displs = comm.indices(2, static_cast<std::size_t>(comm.size()) + 1);
+    for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = i * in.size();
+    allgatherv(comm, in, out, detail::layout{displs});
+  }
+
+  template <class Comm>
+  static void allgatherv(Comm& comm, detail::const_bytes in, detail::bytes out,
+                         detail::layout blocks) {
+    const int p = comm.size();
+    const int r = comm.rank();
+    comm.copy(out.subspan(blocks.offset(r), blocks.size(r)), in);
+    comm.next_step();
+    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i == r) continue;
+      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, out.subspan(blocks.offset(i), blocks.size(i)));
+      operations[static_cast<std::size_t>(2 * i + 1)] = comm.send(i, in);
+    }
+    comm.wait_each(operations);
+  }
+
+  template <class Comm>
+  static void broadcast(Comm& comm, detail::bytes data, int root) {
+    const int p = comm.size();
+    comm.next_step();
+    if (comm.rank() != root) {
+      auto receive = comm.recv(root, data);
+      comm.wait(receive);
+      return;
+    }
+    auto sends = comm.requests(static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i != root) sends[static_cast<std::size_t>(i)] = comm.send(i, detail::const_bytes(data));
+    }
+    comm.wait_each(sends);
+  }
+
+  template <class Comm>
+  static void gather(Comm& comm, detail::const_bytes in, detail::bytes out, int root) {
+    const int p = comm.size();
+    const std::size_t n = in.size();
+    comm.next_step();
+    if (comm.rank() != root) {
+      auto send = comm.send(root, in);
+      comm.wait(send);
+      return;
+    }
+    comm.copy(out.subspan(static_cast<std::size_t>(root) * n, n), in);
+    auto receives = comm.requests(static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i != root) receives[static_cast<std::size_t>(i)] = comm.recv(i, out.subspan(static_cast<std::size_t>(i) * n, n));
+    }
+    comm.wait_each(receives);
+  }
+
+  template <class Comm>
+  static void scatter(Comm& comm, detail::const_bytes in, detail::bytes out, int root) {
+    const int p = comm.size();
+    const std::size_t n = out.size();
+    comm.next_step();
+    if (comm.rank() != root) {
+      auto receive = comm.recv(root, out);
+      comm.wait(receive);
+      return;
+    }
+    auto sends = comm.requests(static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i != root) sends[static_cast<std::size_t>(i)] = comm.send(i, in.subspan(static_cast<std::size_t>(i) * n, n));
+    }
+    comm.copy(out, in.subspan(static_cast<std::size_t>(root) * n, n));
+    comm.wait_each(sends);
+  }
+
+  template <class Comm>
+  static void alltoall(Comm& comm, detail::const_bytes in, detail::bytes out) {
+    const auto p = static_cast<std::size_t>(comm.size());
+    auto displs = comm.indices(0, p + 1);
+    for (std::size_t i = 0; i <= p; ++i) displs[i] = i * (in.size() / p);
+    alltoallv(comm, in, detail::layout{displs}, out, detail::layout{displs});
+  }
+
+  template <class Comm>
+  static void alltoallv(Comm& comm, detail::const_bytes in, detail::layout in_blocks,
+                        detail::bytes out, detail::layout out_blocks) {
+    const int p = comm.size();
+    const int r = comm.rank();
+    comm.copy(out.subspan(out_blocks.offset(r), out_blocks.size(r)),
+              in.subspan(in_blocks.offset(r), in_blocks.size(r)));
+    comm.next_step();
+    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i) {
+      if (i == r) continue;
+      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, out.subspan(out_blocks.offset(i), out_blocks.size(i)));
+      operations[static_cast<std::size_t>(2 * i + 1)] = comm.send(i, in.subspan(in_blocks.offset(i), in_blocks.size(i)));
+    }
+    comm.wait_each(operations);
+  }
+
+  static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
+    const double others = p - 1.0;
+    switch (kind) {
+      case collective::allreduce: return {1, others * bytes, others * bytes};
+      case collective::reduce_scatter: return {1, others * bytes, others * bytes};
+      case collective::reduce: return {1, others * bytes, others * bytes};
+      case collective::broadcast: return {1, others * bytes, 0};
+      case collective::allgather:
+      case collective::allgatherv:
+      case collective::gather:
+      case collective::scatter:
+      case collective::alltoall:
+      case collective::alltoallv: return {1, others * bytes, 0};
+      default: return {1e30, 0, 0};
+    }
+  }
+
+ private:
+  // out = slot 0 op slot 1 op ... op slot p-1, left to right.
+  template <class Comm>
+  static void reduce_in_order(Comm& comm, detail::bytes slots, std::size_t n, detail::bytes out,
+                              const detail::reducer& combine) {
+    const int p = comm.size();
+    auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
+    if (p == 1) return comm.copy(out, slot(0));
+    combine(out, slot(0), slot(1));
+    for (int i = 2; i < p; ++i) combine(out, out, slot(i));
+  }
+};
+
+}  // namespace weft

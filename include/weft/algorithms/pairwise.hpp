@@ -1,0 +1,61 @@
+// weft/algorithms/pairwise.hpp — pairwise exchange: one partner per step.
+//
+// What it does
+//   alltoall(v)  1. Copy this rank's own block into place.
+//                2. At step k = 1 .. p-1, send the block for rank r + k to it and receive the
+//                   block from rank r - k, straight between the user's buffers.
+// Cost per rank (n bytes per block)
+//   p-1 steps, (p-1) * n bytes sent, no copies beyond the own block
+// Preconditions
+//   Any p >= 1 and any counts (alltoallv: per-peer counts, matching on both sides).
+// When to prefer it
+//   Medium and large blocks: every byte crosses the network once and each step has a single
+//   partner, so links are not oversubscribed. Bruck wins for tiny blocks on many ranks.
+#pragma once
+
+#include "weft/communicator.hpp"
+#include "weft/detail/bytes.hpp"
+#include "weft/tuning/cost_model.hpp"
+
+#include <string_view>
+
+namespace weft {
+
+struct pairwise {
+  static constexpr std::string_view name = "pairwise";
+  static constexpr bool keeps_rank_order = true;
+
+  template <class Comm>
+  static void alltoall(Comm& comm, detail::const_bytes in, detail::bytes out) {
+    const auto p = static_cast<std::size_t>(comm.size());
+    auto displs = comm.indices(0, p + 1);
+    for (std::size_t i = 0; i <= p; ++i) displs[i] = i * (in.size() / p);
+    alltoallv(comm, in, detail::layout{displs}, out, detail::layout{displs});
+  }
+
+  template <class Comm>
+  static void alltoallv(Comm& comm, detail::const_bytes in, detail::layout in_blocks,
+                        detail::bytes out, detail::layout out_blocks) {
+    const int p = comm.size();
+    const int r = comm.rank();
+    comm.copy(out.subspan(out_blocks.offset(r), out_blocks.size(r)),
+              in.subspan(in_blocks.offset(r), in_blocks.size(r)));
+    for (int k = 1; k < p; ++k) {
+      const int to = detail::mod(r + k, p);
+      const int from = detail::mod(r - k, p);
+      comm.next_step();
+      auto receive = comm.recv(from, out.subspan(out_blocks.offset(from), out_blocks.size(from)));
+      auto send = comm.send(to, in.subspan(in_blocks.offset(to), in_blocks.size(to)));
+      comm.wait_all(receive, send);
+    }
+  }
+
+  static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
+    if (kind == collective::alltoall || kind == collective::alltoallv) {
+      return {p - 1.0, (p - 1.0) * bytes, 0};
+    }
+    return {1e30, 0, 0};
+  }
+};
+
+}  // namespace weft

@@ -1,0 +1,508 @@
+// weft/communicator.hpp — a group of ranks over a transport: the only thing algorithms talk to.
+//
+// The communicator owns what every collective needs besides the algorithm itself:
+//   - the rank map (group rank -> transport rank), so split groups reuse one transport;
+//   - the tag space: a 32-bit context id (distinct for every communicator derived by split or
+//     dup) and a per-call sequence number, so back-to-back and concurrent communicators never
+//     match each other's messages;
+//   - scratch memory in the transport's memory space, allocated on first need and reused;
+//   - options (timeout, chunk size, check mode) and error context: every wait has a deadline,
+//     and a timeout names this rank, the peer, the collective, the algorithm and the step.
+#pragma once
+
+#include "weft/detail/bytes.hpp"
+#include "weft/error.hpp"
+#include "weft/transport.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace weft {
+
+enum class collective : std::uint8_t {
+  allreduce,
+  broadcast,
+  reduce,
+  allgather,
+  allgatherv,
+  reduce_scatter,
+  alltoall,
+  alltoallv,
+  gather,
+  scatter,
+  barrier,
+  send,
+  recv,
+  split,
+};
+
+constexpr std::string_view to_string(collective kind) noexcept {
+  constexpr std::array<std::string_view, 14> names = {
+      "allreduce", "broadcast", "reduce",  "allgather", "allgatherv", "reduce_scatter", "alltoall",
+      "alltoallv", "gather",    "scatter", "barrier",   "send",       "recv",           "split"};
+  return names[static_cast<std::size_t>(kind)];
+}
+
+struct options {
+  // Longest any single wait may block before it throws errc::timeout.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // Pipelined algorithms move messages in pieces of at most this many bytes.
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  // Before each collective, ranks compare what they were asked to do (errc::mismatch).
+  bool check = false;
+
+  // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES and WEFT_CHECK=1.
+  static options from_environment() {
+    options result;
+    if (const char* value = std::getenv("WEFT_TIMEOUT_MS"); value && *value) {
+      result.timeout = std::chrono::milliseconds(std::strtoll(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_CHUNK_BYTES"); value && *value) {
+      result.chunk_bytes = std::max<std::size_t>(1, std::strtoull(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_CHECK"); value && *value && *value != '0') {
+      result.check = true;
+    }
+    return result;
+  }
+};
+
+// What one collective call did on this rank.
+struct report {
+  std::string_view collective;
+  std::string_view algorithm;
+  int steps = 0;                // communication steps this rank took part in
+  std::uint64_t bytes_sent = 0; // bytes this rank handed to the transport
+};
+
+// What a rank was asked to do, compared across ranks in check mode.
+struct call_signature {
+  collective kind = collective::barrier;
+  std::uint32_t element_size = 0;
+  std::int32_t root = -1;
+  std::uint64_t count = 0;
+  std::array<char, 16> type{};
+  std::array<char, 16> op{};
+  std::array<char, 24> algorithm{};
+
+  static void assign(std::array<char, 16>& field, std::string_view text) {
+    copy_text(field.data(), field.size(), text);
+  }
+  static void assign(std::array<char, 24>& field, std::string_view text) {
+    copy_text(field.data(), field.size(), text);
+  }
+  static void copy_text(char* field, std::size_t capacity, std::string_view text) {
+    const std::size_t length = std::min(capacity - 1, text.size());
+    std::memcpy(field, text.data(), length);
+    field[length] = '\0';
+  }
+
+  std::string describe() const {
+    std::string text(to_string(kind));
+    text += "(count " + std::to_string(count) + ", " + type.data();
+    if (op[0] != '\0') text += std::string(", ") + op.data();
+    if (root >= 0) text += ", root " + std::to_string(root);
+    text += std::string(", algorithm ") + algorithm.data() + ")";
+    return text;
+  }
+  bool same_call(const call_signature& other) const {
+    return kind == other.kind && element_size == other.element_size && root == other.root &&
+           count == other.count && type == other.type && op == other.op &&
+           algorithm == other.algorithm;
+  }
+};
+
+template <transport T>
+class communicator {
+ public:
+  using transport_type = T;
+  using memory_type = memory_space_of<T>;
+  using request_type = typename T::request;
+
+  // One posted send or receive. Destroying it before it completes cancels it.
+  class pending {
+   public:
+    pending() = default;
+    bool active() const { return request_.has_value(); }
+
+   private:
+    friend class communicator;
+    std::optional<request_type> request_;
+    int peer_ = -1;
+    bool is_send_ = false;
+    std::size_t bytes_ = 0;
+  };
+
+  // The world communicator of a transport. Two communicators over one transport that are used
+  // at the same time need distinct context ids (or derive one from the other with dup/split).
+  explicit communicator(T& transport, options settings = options::from_environment(),
+                        std::uint32_t context = 1)
+      : transport_(&transport), settings_(settings), context_(context) {
+    ranks_.resize(static_cast<std::size_t>(transport.size()));
+    for (int i = 0; i < transport.size(); ++i) ranks_[static_cast<std::size_t>(i)] = i;
+    rank_ = transport.rank();
+  }
+
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+  communicator(communicator&& other) noexcept { swap(other); }
+  communicator& operator=(communicator&& other) noexcept {
+    if (this != &other) {
+      release_scratch();
+      swap(other);
+    }
+    return *this;
+  }
+  ~communicator() { release_scratch(); }
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  int transport_rank(int rank) const { return ranks_[static_cast<std::size_t>(rank)]; }
+  std::uint32_t context() const { return context_; }
+  const options& settings() const { return settings_; }
+  void set_settings(const options& settings) { settings_ = settings; }
+  T& underlying_transport() { return *transport_; }
+  memory_type& memory() { return transport_->memory(); }
+
+  // ---- what algorithms use -----------------------------------------------------------------
+
+  // Posts a send of `data` to group rank `peer`. `channel` (0..254) separates message streams
+  // of one call that the two sides could post in different orders.
+  pending send(int peer, detail::const_bytes data, int channel = 0) {
+    pending result;
+    result.peer_ = peer;
+    result.is_send_ = true;
+    result.bytes_ = data.size();
+    result.request_.emplace(transport_->send(transport_rank(peer), data, call_tag(channel)));
+    bytes_sent_ += data.size();
+    return result;
+  }
+
+  pending recv(int peer, detail::bytes data, int channel = 0) {
+    pending result;
+    result.peer_ = peer;
+    result.bytes_ = data.size();
+    result.request_.emplace(transport_->recv(transport_rank(peer), data, call_tag(channel)));
+    return result;
+  }
+
+  // Blocks until `operation` completes; throws errc::timeout after settings().timeout.
+  void wait(pending& operation) {
+    if (!operation.active()) return;
+    bool done = false;
+    try {
+      done = transport_->wait(*operation.request_, deadline_clock::now() + settings_.timeout);
+    } catch (const error& failure) {
+      fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
+    }
+    if (!done) {
+      fail(errc::timeout,
+           describe_rank() + " waited " + std::to_string(settings_.timeout.count()) + " ms to " +
+               (operation.is_send_ ? "send " : "receive ") + std::to_string(operation.bytes_) +
+               " bytes " + (operation.is_send_ ? "to" : "from") + " rank " +
+               std::to_string(operation.peer_) + " (" + where() +
+               "); that rank may not have called " + std::string(to_string(collective_)) +
+               ", may have called another collective (WEFT_CHECK=1 detects that), or is stuck");
+    }
+    operation.request_.reset();
+  }
+
+  template <class... Pending>
+  void wait_all(Pending&... operations) {
+    (wait(operations), ...);
+  }
+
+  // Marks the start of the next communication step (reported, and named in errors).
+  void next_step() { ++step_; }
+  int step() const { return step_; }
+
+  void copy(detail::bytes dst, detail::const_bytes src) {
+    if (!src.empty() && dst.data() != src.data()) memory().copy(dst, src);
+  }
+
+  // Scratch in the transport's memory space, at least `size` bytes; valid until the next call
+  // of scratch(). Grows when a call needs more and is reused otherwise.
+  detail::bytes scratch(std::size_t size) {
+    if (size > scratch_size_) {
+      release_scratch();
+      scratch_ = memory().allocate(size);
+      scratch_size_ = size;
+    }
+    return {scratch_, size};
+  }
+
+  // Host-side index arrays (displacements) for the current call: slots 0..3 for algorithms,
+  // 4..5 for the facade.
+  std::span<std::size_t> indices(int slot, std::size_t count) {
+    auto& storage = indices_[static_cast<std::size_t>(slot)];
+    if (storage.size() < count) storage.resize(count);
+    return {storage.data(), count};
+  }
+
+  // `count` empty pending operations for algorithms that post many at once; reused across calls.
+  // Valid until the next call of requests().
+  std::span<pending> requests(std::size_t count) {
+    if (request_pool_.size() < count) request_pool_.resize(count);
+    for (std::size_t i = 0; i < count; ++i) request_pool_[i] = pending{};
+    return {request_pool_.data(), count};
+  }
+
+  template <class Range>
+  void wait_each(Range&& operations) {
+    for (auto& operation : operations) wait(operation);
+  }
+
+  // Bytes per pipelined message, rounded down to whole elements (at least one element).
+  std::size_t chunk_bytes(std::size_t element_size) const {
+    const std::size_t elements = std::max<std::size_t>(1, settings_.chunk_bytes / element_size);
+    return elements * element_size;
+  }
+
+  // ---- what the facade uses ----------------------------------------------------------------
+
+  // Starts a collective call: refuses if an earlier call failed, and takes a new sequence number.
+  void begin(collective kind, std::string_view algorithm) {
+    if (broken_) {
+      throw error(broken_code_, describe_rank() + " refuses " + std::string(to_string(kind)) +
+                                    ": this communicator failed earlier (" + broken_message_ +
+                                    "); build a new communicator");
+    }
+    ++sequence_;
+    collective_ = kind;
+    algorithm_ = algorithm;
+    step_ = 0;
+    bytes_sent_ = 0;
+  }
+
+  report finish() const {
+    return report{to_string(collective_), algorithm_, step_, bytes_sent_};
+  }
+
+  // Point-to-point messages with a user tag (0 <= tag < 2^31) share no tags with collectives.
+  tag_t user_tag(int tag) const {
+    return (tag_t{context_} << 32) | (tag_t{1} << 31) | static_cast<tag_t>(tag);
+  }
+  pending send_user(int peer, detail::const_bytes data, int tag) {
+    pending result;
+    result.peer_ = peer;
+    result.is_send_ = true;
+    result.bytes_ = data.size();
+    result.request_.emplace(transport_->send(transport_rank(peer), data, user_tag(tag)));
+    bytes_sent_ += data.size();
+    return result;
+  }
+  pending recv_user(int peer, detail::bytes data, int tag) {
+    pending result;
+    result.peer_ = peer;
+    result.bytes_ = data.size();
+    result.request_.emplace(transport_->recv(transport_rank(peer), data, user_tag(tag)));
+    return result;
+  }
+
+  // Check mode: every rank states its call; each compares with the others, and all ranks throw
+  // the same errc::mismatch when anything differs. For v-collectives, send_counts[j] (what this
+  // rank sends to j) must equal rank j's recv_counts[this rank].
+  void check_call(const call_signature& mine, std::span<const std::size_t> send_counts = {},
+                  std::span<const std::size_t> recv_counts = {}) {
+    struct statement {
+      call_signature signature;
+      std::uint64_t count_for_you;
+    };
+    const auto p = static_cast<std::size_t>(size());
+    std::vector<statement> told(p);
+    std::vector<statement> mine_to(p);
+    for (std::size_t j = 0; j < p; ++j) {
+      mine_to[j] = {mine, send_counts.empty() ? 0 : send_counts[j]};
+    }
+    exchange(std::as_bytes(std::span(mine_to)), std::as_writable_bytes(std::span(told)),
+             sizeof(statement));
+
+    std::string verdict;
+    for (std::size_t i = 1; i < p && verdict.empty(); ++i) {
+      if (!told[i].signature.same_call(told[0].signature)) {
+        verdict = "rank 0 called " + told[0].signature.describe() + " but rank " +
+                  std::to_string(i) + " called " + told[i].signature.describe();
+      }
+    }
+    for (std::size_t i = 0; i < p && verdict.empty() && !recv_counts.empty(); ++i) {
+      if (told[i].count_for_you != recv_counts[i]) {
+        verdict = "in " + std::string(to_string(mine.kind)) + " rank " + std::to_string(i) +
+                  " sends " + std::to_string(told[i].count_for_you) + " elements to rank " +
+                  std::to_string(rank_) + ", which expects " + std::to_string(recv_counts[i]);
+      }
+    }
+    // Second round: share verdicts so every rank throws the same message.
+    struct finding {
+      std::array<char, 256> text;
+    };
+    std::vector<finding> found(p);
+    std::vector<finding> mine_found(p);
+    for (auto& entry : mine_found) call_signature::copy_text(entry.text.data(), 256, verdict);
+    exchange(std::as_bytes(std::span(mine_found)), std::as_writable_bytes(std::span(found)),
+             sizeof(finding));
+    for (const auto& entry : found) {
+      if (entry.text[0] != '\0') {
+        throw error(errc::mismatch, std::string(entry.text.data()) +
+                                        "; every rank must make the same collective calls, in the "
+                                        "same order, with matching arguments");
+      }
+    }
+  }
+
+  // ---- derived communicators -----------------------------------------------------------------
+
+  // Collective over this communicator: ranks with the same color form a new communicator,
+  // ordered by key (ties by rank here). color must be >= 0.
+  communicator split(int color, int key) {
+    if (color < 0) {
+      throw error(errc::invalid_argument,
+                  describe_rank() + ": split color must be >= 0, got " + std::to_string(color));
+    }
+    begin(collective::split, "direct");
+    const auto p = static_cast<std::size_t>(size());
+    std::vector<std::array<int, 2>> all(p);
+    std::vector<std::array<int, 2>> mine(p, std::array<int, 2>{color, key});
+    exchange(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all)),
+             sizeof(std::array<int, 2>));
+    std::vector<std::array<int, 2>> members;  // (key, parent rank)
+    for (std::size_t i = 0; i < p; ++i) {
+      if (all[i][0] == color) members.push_back({all[i][1], static_cast<int>(i)});
+    }
+    std::sort(members.begin(), members.end());
+    communicator child(*transport_, settings_, derive_context(static_cast<std::uint32_t>(color)));
+    child.ranks_.clear();
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      child.ranks_.push_back(transport_rank(members[i][1]));
+      if (members[i][1] == rank_) child.rank_ = static_cast<int>(i);
+    }
+    return child;
+  }
+
+  // A communicator with the same ranks and its own tag space. Every rank must call dup in the
+  // same order; no message is exchanged.
+  communicator dup() {
+    communicator child(*transport_, settings_, derive_context(0xffffffffu));
+    child.ranks_ = ranks_;
+    child.rank_ = rank_;
+    return child;
+  }
+
+ private:
+  tag_t call_tag(int channel) const {
+    return (tag_t{context_} << 32) | ((tag_t{sequence_} & 0x7fffffu) << 8) |
+           static_cast<tag_t>(channel);
+  }
+
+  std::uint32_t derive_context(std::uint32_t salt) {
+    ++derived_;
+    std::uint64_t x = (std::uint64_t{context_} << 32) ^ (std::uint64_t{derived_} << 16) ^ salt;
+    x += 0x9e3779b97f4a7c15ull;  // splitmix64 finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    auto derived = static_cast<std::uint32_t>(x);
+    return derived == context_ ? derived + 1 : derived;
+  }
+
+  // Sends mine[j] to rank j and receives from rank i into all[i] (host memory, `each` bytes).
+  void exchange(detail::const_bytes mine, detail::bytes all, std::size_t each) {
+    const int p = size();
+    std::vector<pending> operations;
+    operations.reserve(2 * static_cast<std::size_t>(p));
+    next_step();
+    for (int i = 0; i < p; ++i) {
+      operations.push_back(recv(i, all.subspan(static_cast<std::size_t>(i) * each, each), 255));
+    }
+    for (int j = 0; j < p; ++j) {
+      operations.push_back(send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), 255));
+    }
+    for (auto& operation : operations) wait(operation);
+  }
+
+  [[noreturn]] void fail(errc code, const std::string& message) {
+    broken_ = true;
+    broken_code_ = code;
+    broken_message_ = message;
+    throw error(code, message);
+  }
+
+  std::string describe_rank() const {
+    std::string text = "rank " + std::to_string(rank_);
+    if (transport_rank(rank_) != rank_) text += " (world rank " + std::to_string(transport_rank(rank_)) + ")";
+    return text;
+  }
+
+  std::string where() const {
+    return std::string(to_string(collective_)) + ", algorithm " + std::string(algorithm_) +
+           ", step " + std::to_string(step_);
+  }
+
+  static std::string strip_prefix(const char* message) {
+    std::string_view text(message);
+    if (text.starts_with("weft: ")) {
+      text.remove_prefix(6);
+      if (const auto colon = text.find(": "); colon != std::string_view::npos) {
+        text.remove_prefix(colon + 2);
+      }
+    }
+    return std::string(text);
+  }
+
+  void release_scratch() {
+    if (scratch_ != nullptr) memory().deallocate(scratch_, scratch_size_);
+    scratch_ = nullptr;
+    scratch_size_ = 0;
+  }
+
+  void swap(communicator& other) noexcept {
+    using std::swap;
+    swap(transport_, other.transport_);
+    swap(settings_, other.settings_);
+    swap(context_, other.context_);
+    swap(ranks_, other.ranks_);
+    swap(rank_, other.rank_);
+    swap(sequence_, other.sequence_);
+    swap(derived_, other.derived_);
+    swap(scratch_, other.scratch_);
+    swap(scratch_size_, other.scratch_size_);
+    swap(indices_, other.indices_);
+    swap(request_pool_, other.request_pool_);
+    swap(collective_, other.collective_);
+    swap(algorithm_, other.algorithm_);
+    swap(step_, other.step_);
+    swap(bytes_sent_, other.bytes_sent_);
+    swap(broken_, other.broken_);
+    swap(broken_code_, other.broken_code_);
+    swap(broken_message_, other.broken_message_);
+  }
+
+  T* transport_ = nullptr;
+  options settings_;
+  std::uint32_t context_ = 0;
+  std::vector<int> ranks_;
+  int rank_ = 0;
+  std::uint32_t sequence_ = 0;
+  std::uint32_t derived_ = 0;
+  std::byte* scratch_ = nullptr;
+  std::size_t scratch_size_ = 0;
+  std::array<std::vector<std::size_t>, 6> indices_;
+  std::vector<pending> request_pool_;
+  collective collective_ = collective::barrier;
+  std::string_view algorithm_;
+  int step_ = 0;
+  std::uint64_t bytes_sent_ = 0;
+  bool broken_ = false;
+  errc broken_code_ = errc::transport;
+  std::string broken_message_;
+};
+
+}  // namespace weft

@@ -1,0 +1,108 @@
+// weft/detail/bytes.hpp — the small vocabulary algorithms are written in: byte ranges, block
+// layouts, and a reduction bound to a memory space with its element type erased.
+//
+// Algorithms are templates over the communicator only; element type and op stay in the facade.
+// That keeps the instantiation count at (algorithms x transports) rather than
+// (algorithms x transports x types x ops).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <type_traits>
+
+#include "weft/ops.hpp"
+
+namespace weft::detail {
+
+using bytes = std::span<std::byte>;
+using const_bytes = std::span<const std::byte>;
+
+// Block i of a buffer cut at byte displacements displs[0] = 0 <= displs[1] <= ... <= displs[p].
+struct layout {
+  std::span<const std::size_t> displs;
+
+  int parts() const { return static_cast<int>(displs.size()) - 1; }
+  std::size_t offset(int block) const { return displs[static_cast<std::size_t>(block)]; }
+  std::size_t size(int block) const { return offset(block + 1) - offset(block); }
+  // Blocks [first, last) as one contiguous byte range.
+  std::size_t span_size(int first, int last) const { return offset(last) - offset(first); }
+};
+
+// Fills displs (parts + 1 entries) so `count` elements of `element_size` bytes are cut into
+// `parts` blocks whose element counts differ by at most one, larger blocks first.
+inline void balanced_displacements(std::span<std::size_t> displs, std::size_t count, int parts,
+                                   std::size_t element_size) {
+  const std::size_t base = count / static_cast<std::size_t>(parts);
+  const std::size_t extra = count % static_cast<std::size_t>(parts);
+  displs[0] = 0;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(parts); ++i) {
+    displs[i + 1] = displs[i] + (base + (i < extra ? 1 : 0)) * element_size;
+  }
+}
+
+// Fills displs from element counts (counts.size() + 1 entries).
+inline void count_displacements(std::span<std::size_t> displs, std::span<const std::size_t> counts,
+                                std::size_t element_size) {
+  displs[0] = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) displs[i + 1] = displs[i] + counts[i] * element_size;
+}
+
+inline int mod(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
+
+// Largest power of two <= value (value >= 1).
+inline int floor_power_of_two(int value) {
+  int power = 1;
+  while (power * 2 <= value) power *= 2;
+  return power;
+}
+
+// A reduction (element type T, op Op) bound to a memory space, callable on byte ranges:
+// combine(dst, a, b) sets dst = a op b elementwise. It does not own the op or the memory space.
+class reducer {
+ public:
+  template <class T, class Op, class Memory>
+  reducer(Memory& memory, const Op& op, std::type_identity<T>)
+      : memory_(&memory),
+        op_(&op),
+        element_size_(sizeof(T)),
+        commutative_(is_commutative_v<Op>),
+        combine_([](void* memory_pointer, const void* op_pointer, bytes dst, const_bytes a,
+                    const_bytes b) {
+          const std::size_t count = dst.size() / sizeof(T);
+          static_cast<Memory*>(memory_pointer)
+              ->combine(std::span<T>(reinterpret_cast<T*>(dst.data()), count),
+                        std::span<const T>(reinterpret_cast<const T*>(a.data()), count),
+                        std::span<const T>(reinterpret_cast<const T*>(b.data()), count),
+                        *static_cast<const Op*>(op_pointer));
+        }) {}
+
+  void operator()(bytes dst, const_bytes a, const_bytes b) const {
+    if (!dst.empty()) combine_(memory_, op_, dst, a, b);
+  }
+  std::size_t element_size() const { return element_size_; }
+  bool commutative() const { return commutative_; }
+
+ private:
+  void* memory_;
+  const void* op_;
+  std::size_t element_size_;
+  bool commutative_;
+  void (*combine_)(void*, const void*, bytes, const_bytes, const_bytes);
+};
+
+}  // namespace weft::detail
+
+namespace weft::detail {
+
+// Number of pieces of at most `chunk` bytes that cover `size` bytes (0 for an empty range).
+inline std::size_t chunk_count(std::size_t size, std::size_t chunk) { return (size + chunk - 1) / chunk; }
+
+// Piece `index` of a byte range cut into pieces of `chunk` bytes (the last may be shorter).
+template <class Byte>
+std::span<Byte> piece(std::span<Byte> range, std::size_t index, std::size_t chunk) {
+  const std::size_t begin = index * chunk;
+  return range.subspan(begin, std::min(chunk, range.size() - begin));
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,43 @@
+// weft/error.hpp — the one exception type weft throws, sorted by what the caller does next.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace weft {
+
+// What went wrong, grouped by what the caller should do next.
+enum class errc {
+  invalid_argument,  // fix the call: nothing was sent
+  mismatch,          // ranks called different collectives / counts / types / ops / roots
+  timeout,           // a peer did not answer in time: it is slow, stuck or absent
+  peer_lost,         // a peer failed or went away: rebuild the communicator without it
+  transport,         // the transport itself failed
+};
+
+constexpr std::string_view to_string(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::mismatch: return "mismatch";
+    case errc::timeout: return "timeout";
+    case errc::peer_lost: return "peer_lost";
+    case errc::transport: return "transport";
+  }
+  return "unknown";
+}
+
+// Every message starts with "weft: <code>:" and names the rank, and where one is involved,
+// the peer, the collective, the algorithm and the step.
+class error : public std::runtime_error {
+ public:
+  error(errc code, const std::string& message)
+      : std::runtime_error("weft: " + std::string(to_string(code)) + ": " + message), code_(code) {}
+
+  errc code() const noexcept { return code_; }
+
+ private:
+  errc code_;
+};
+
+}  // namespace weft

@@ -1,0 +1,95 @@
+// weft/transport.hpp — the concepts every layer is written against.
+//
+//   element       what a collective can move and reduce
+//   memory_space  where buffers live, and how to copy and combine there (CPU loop or kernel)
+//   transport     tagged, non-blocking, two-sided point-to-point messages between ranks
+//
+// Each model states `static_assert(weft::transport<its_type>)` (or memory_space) next to its
+// definition, so a model that drifts from the concept fails where it is written.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "weft/ops.hpp"
+
+namespace weft {
+
+using tag_t = std::uint64_t;
+using deadline_clock = std::chrono::steady_clock;
+
+// weft::element<T> — requirements on an element type:
+//   1. T is trivially copyable (it travels as bytes and is copied with memcpy or a DMA);
+//   2. T is an object type that is neither const, volatile, a pointer, nor a reference
+//      (a pointer means nothing on another rank).
+template <class T>
+concept element = std::is_trivially_copyable_v<T> && std::is_object_v<T> && !std::is_const_v<T> &&
+                  !std::is_volatile_v<T> && !std::is_pointer_v<T>;
+
+// weft::memory_space_for<M, T, Op> — requirements on a memory space, for element T and
+// reduction Op:
+//   1. m.copy(dst, src) copies src.size() bytes (dst.size() == src.size()); ordered after
+//      every earlier operation on m and on the transport that owns m;
+//   2. m.combine(dst, a, b, op) sets dst[i] = op(a[i], b[i]) for every i; dst may be the same
+//      span as a or as b (never a partial overlap);
+//   3. m.finalize(data, op, ranks) applies op.finalize(x, ranks) to every element (avg);
+//   4. m.allocate(bytes) returns scratch memory of the space aligned to 64 bytes, and
+//      m.deallocate(pointer, bytes) releases it;
+//   5. the CPU never reads or writes the space's memory except through these operations
+//      (so a device memory space runs combine as a kernel, and algorithms stay unchanged).
+template <class M, class T, class Op>
+concept memory_space_for =
+    requires(M& m, std::span<T> dst, std::span<const T> src, const Op& op, int ranks) {
+      { m.combine(dst, src, src, op) };
+      { m.finalize(dst, op, ranks) };
+    };
+
+template <class M>
+concept memory_space = requires(M& m, std::span<std::byte> dst, std::span<const std::byte> src,
+                                std::byte* pointer, std::size_t bytes) {
+  { m.copy(dst, src) };
+  { m.allocate(bytes) } -> std::same_as<std::byte*>;
+  { m.deallocate(pointer, bytes) };
+} && memory_space_for<M, int, sum>;
+
+// weft::transport<T> — requirements on a transport, in order:
+//   1. T is movable and has a movable `T::request`, the handle of one posted operation;
+//      destroying a request that has not completed cancels it: afterwards the transport no
+//      longer touches its buffer;
+//   2. t.rank() and t.size() give this rank and the world size, 0 <= rank < size;
+//   3. t.send(peer, bytes, tag) and t.recv(peer, bytes, tag) post without blocking and
+//      return a request; the buffer stays the caller's and must stay valid until the request
+//      completes or is destroyed;
+//   4. t.wait(request, deadline) blocks until the request completes (returns true) or the
+//      deadline passes (returns false, the request still pending); it throws weft::error
+//      (peer_lost, transport) naming this rank and the peer when the transfer cannot finish;
+//   5. t.test(request) polls: true once the request has completed;
+//   6. t.memory() returns the memory space the transport's buffers live in;
+//   7. (semantic, checked by the conformance tests) messages between one pair with one tag
+//      match in the order posted; a receive may be posted before or after its send; a send
+//      to self works; zero-byte messages work; a receive names its exact size.
+//
+// `wait` establishes order, not host completion: once it returns true, every later operation
+// issued through the transport or its memory space sees the transfer as complete.
+template <class T>
+concept transport = std::movable<T> && std::movable<typename T::request> &&
+                    requires(T& t, const T& ct, int peer, tag_t tag, std::span<const std::byte> out,
+                             std::span<std::byte> in, typename T::request& request,
+                             deadline_clock::time_point deadline) {
+  { ct.rank() } -> std::same_as<int>;
+  { ct.size() } -> std::same_as<int>;
+  { t.send(peer, out, tag) } -> std::same_as<typename T::request>;
+  { t.recv(peer, in, tag) } -> std::same_as<typename T::request>;
+  { t.wait(request, deadline) } -> std::same_as<bool>;
+  { t.test(request) } -> std::same_as<bool>;
+  { t.memory() } -> memory_space;
+} && memory_space<std::remove_cvref_t<decltype(std::declval<T&>().memory())>>;
+
+template <transport T>
+using memory_space_of = std::remove_cvref_t<decltype(std::declval<T&>().memory())>;
+
+}  // namespace weft

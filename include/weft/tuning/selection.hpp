@@ -1,0 +1,127 @@
+// weft/tuning/selection.hpp — how weft::automatic picks an algorithm for one call.
+//
+//   1. If WEFT_ALGO names an algorithm for this collective ("allreduce=ring,broadcast=
+//      binomial_tree"), that one runs — or the call fails with errc::invalid_argument if it
+//      cannot run this collective with this op. No silent substitution.
+//   2. Otherwise every algorithm that implements the collective (and keeps rank order, for a
+//      non-commutative op) is costed with the cost model, using the transport's constants,
+//      and the cheapest runs. The inputs (rank count, message size) are the same on every
+//      rank, so every rank picks the same algorithm.
+#pragma once
+
+#include "weft/communicator.hpp"
+#include "weft/error.hpp"
+#include "weft/tuning/cost_model.hpp"
+
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace weft {
+
+// Pass as the algorithm to let weft choose per call (the default).
+struct automatic {
+  static constexpr std::string_view name = "automatic";
+};
+
+namespace tuning {
+
+// The algorithm WEFT_ALGO names for `kind`, or empty.
+inline std::string_view algorithm_override(collective kind) {
+  const char* value = std::getenv("WEFT_ALGO");
+  if (value == nullptr) return {};
+  std::string_view spec(value);
+  while (!spec.empty()) {
+    const auto comma = spec.find(',');
+    const std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    const auto equals = item.find('=');
+    if (equals != std::string_view::npos && item.substr(0, equals) == to_string(kind)) {
+      return item.substr(equals + 1);
+    }
+  }
+  return {};
+}
+
+// The transport's row in the constants table: T::tuning_key if it has one.
+template <class Transport>
+constexpr const link_constants& constants_of() {
+  if constexpr (requires { Transport::tuning_key; }) return constants_for(Transport::tuning_key);
+  else return constants_for("default");
+}
+
+}  // namespace tuning
+
+namespace detail {
+
+template <class... Algorithms>
+struct algorithm_list {};
+
+// An algorithm can run a call when it implements the collective and, for a reduction with a
+// non-commutative op, keeps rank order.
+template <class Algorithm, class Call, class Comm>
+concept runs = Call::template supported<Algorithm, Comm> &&
+               (Call::commutative || Algorithm::keeps_rank_order);
+
+template <class Algorithm, class Comm, class Call>
+report run_with(Comm& comm, const Call& call) {
+  comm.begin(Call::kind, Algorithm::name);
+  if (comm.settings().check) call.check(comm, Algorithm::name);
+  call.template run<Algorithm>(comm);
+  return comm.finish();
+}
+
+template <class Comm, class Call, class... Algorithms>
+report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>) {
+  const std::string_view wanted = tuning::algorithm_override(Call::kind);
+  const auto& constants = tuning::constants_of<typename Comm::transport_type>();
+  int chosen = -1;
+  int index = 0;
+  double best = std::numeric_limits<double>::infinity();
+  (
+      [&] {
+        if constexpr (runs<Algorithms, Call, Comm>) {
+          if (wanted.empty()) {
+            const double estimate = tuning::estimate_us(
+                Algorithms::cost(Call::kind, comm.size(), static_cast<double>(call.message_bytes()),
+                                 static_cast<double>(comm.settings().chunk_bytes)),
+                constants);
+            if (estimate < best) {
+              best = estimate;
+              chosen = index;
+            }
+          } else if (Algorithms::name == wanted) {
+            chosen = index;
+          }
+        }
+        ++index;
+      }(),
+      ...);
+  if (chosen < 0) {
+    std::string choices;
+    ((runs<Algorithms, Call, Comm> ? (choices += choices.empty() ? "" : ", ",
+                                      choices += Algorithms::name, 0)
+                                   : 0),
+     ...);
+    throw error(errc::invalid_argument,
+                "rank " + std::to_string(comm.rank()) + ": WEFT_ALGO asks for '" +
+                    std::string(wanted) + "' for " + std::string(to_string(Call::kind)) +
+                    ", which cannot run it" + (Call::commutative ? "" : " with a non-commutative op") +
+                    "; choose one of: " + choices);
+  }
+  report result;
+  index = 0;
+  (
+      [&] {
+        if constexpr (runs<Algorithms, Call, Comm>) {
+          if (index == chosen) result = run_with<Algorithms>(comm, call);
+        }
+        ++index;
+      }(),
+      ...);
+  return result;
+}
+
+}  // namespace detail
+}  // namespace weft

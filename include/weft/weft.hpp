@@ -1,0 +1,11 @@
+// weft/weft.hpp — everything in the core: concepts, communicator, algorithms, collectives.
+// Transports live in their own headers: <weft/transport/inproc.hpp>, ...
+#pragma once
+
+#include "weft/collectives.hpp"
+#include "weft/communicator.hpp"
+#include "weft/error.hpp"
+#include "weft/memory.hpp"
+#include "weft/ops.hpp"
+#include "weft/transport.hpp"
+#include "weft/types.hpp"

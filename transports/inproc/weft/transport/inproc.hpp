@@ -1,0 +1,373 @@
+// weft/transport/inproc.hpp — the in-process transport: every rank is a thread of one process.
+//
+//   weft::inproc::run(4, [](weft::communicator<weft::inproc::transport>& comm) {
+//     weft::allreduce(comm, std::span<float>(data), weft::sum{});
+//   });
+//
+// Matching is rendezvous: a send and its receive meet in the receiver's mailbox, and whichever
+// is posted second copies the bytes once, straight from the send buffer into the receive buffer.
+// Nothing is buffered, so a send completes only when its receive has been posted — algorithms
+// that would deadlock on a transport without eager buffering deadlock here too, in tests.
+//
+// When a rank's function throws, `run` marks the world failed: every other rank's pending wait
+// throws errc::peer_lost naming that rank at once, and `run` rethrows the first exception.
+#pragma once
+
+#include "weft/communicator.hpp"
+#include "weft/error.hpp"
+#include "weft/memory.hpp"
+#include "weft/transport.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace weft::inproc {
+
+namespace detail {
+
+enum class state : int { idle, queued, matched, done, failed };
+
+// One posted send or receive; nodes are pooled per rank and linked into a mailbox while queued.
+struct operation {
+  operation* next = nullptr;
+  operation* prev = nullptr;
+  int source = 0;       // sending rank
+  int destination = 0;  // receiving rank
+  tag_t tag = 0;
+  const std::byte* send_data = nullptr;
+  std::byte* recv_data = nullptr;
+  std::size_t size = 0;
+  bool is_send = false;
+  std::atomic<state> status{state::idle};
+  std::size_t other_size = 0;  // set when sizes did not match
+};
+
+class operation_list {
+ public:
+  void push_back(operation* node) {
+    node->next = nullptr;
+    node->prev = tail_;
+    (tail_ ? tail_->next : head_) = node;
+    tail_ = node;
+  }
+  void erase(operation* node) {
+    (node->prev ? node->prev->next : head_) = node->next;
+    (node->next ? node->next->prev : tail_) = node->prev;
+    node->next = node->prev = nullptr;
+  }
+  // First node from `source` with `tag`: messages of one pair and tag match in posting order.
+  operation* find(int source, tag_t tag) const {
+    for (operation* node = head_; node != nullptr; node = node->next) {
+      if (node->source == source && node->tag == tag) return node;
+    }
+    return nullptr;
+  }
+
+ private:
+  operation* head_ = nullptr;
+  operation* tail_ = nullptr;
+};
+
+// Per-rank state. The mailbox holds receives posted by this rank and sends posted to it; the
+// condition variable wakes this rank when one of its operations completes.
+struct rank_state {
+  std::mutex mutex;
+  std::condition_variable progress;
+  operation_list posted_receives;
+  operation_list pending_sends;
+  std::vector<std::unique_ptr<operation>> storage;  // touched only by this rank's thread
+  std::vector<operation*> free_nodes;
+
+  operation* acquire() {
+    if (free_nodes.empty()) {
+      storage.push_back(std::make_unique<operation>());
+      return storage.back().get();
+    }
+    operation* node = free_nodes.back();
+    free_nodes.pop_back();
+    return node;
+  }
+  void notify() {
+    std::lock_guard lock(mutex);
+    progress.notify_all();
+  }
+};
+
+}  // namespace detail
+
+template <memory_space Memory = host_memory>
+class world;
+
+// One rank's endpoint into a world. Use it from that rank's thread only.
+template <memory_space Memory = host_memory>
+class basic_transport {
+ public:
+  class request {
+   public:
+    request() = default;
+    request(request&& other) noexcept
+        : node_(std::exchange(other.node_, nullptr)), owner_(other.owner_) {}
+    request& operator=(request&& other) noexcept {
+      if (this != &other) {
+        release();
+        node_ = std::exchange(other.node_, nullptr);
+        owner_ = other.owner_;
+      }
+      return *this;
+    }
+    ~request() { release(); }
+
+   private:
+    friend class basic_transport;
+    request(detail::operation* node, basic_transport* owner) : node_(node), owner_(owner) {}
+    void release() {
+      if (node_ != nullptr) owner_->cancel(node_);
+      node_ = nullptr;
+    }
+    detail::operation* node_ = nullptr;
+    basic_transport* owner_ = nullptr;
+  };
+
+  basic_transport(world<Memory>* shared, int rank) : world_(shared), rank_(rank) {}
+
+  int rank() const { return rank_; }
+  int size() const { return world_->size(); }
+  Memory& memory() { return world_->memory(); }
+
+  request send(int peer, std::span<const std::byte> data, tag_t tag) {
+    check_peer(peer, "send to");
+    detail::operation* node = own().acquire();
+    node->source = rank_;
+    node->destination = peer;
+    node->tag = tag;
+    node->send_data = data.data();
+    node->size = data.size();
+    node->is_send = true;
+    auto& box = world_->state(peer);
+    std::unique_lock lock(box.mutex);
+    if (detail::operation* receive = box.posted_receives.find(rank_, tag)) {
+      box.posted_receives.erase(receive);
+      receive->status.store(detail::state::matched, std::memory_order_relaxed);
+      lock.unlock();
+      deliver(node, receive);
+      box.notify();
+    } else {
+      node->status.store(detail::state::queued, std::memory_order_relaxed);
+      box.pending_sends.push_back(node);
+    }
+    return request(node, this);
+  }
+
+  request recv(int peer, std::span<std::byte> data, tag_t tag) {
+    check_peer(peer, "receive from");
+    detail::operation* node = own().acquire();
+    node->source = peer;
+    node->destination = rank_;
+    node->tag = tag;
+    node->recv_data = data.data();
+    node->size = data.size();
+    node->is_send = false;
+    auto& box = own();
+    std::unique_lock lock(box.mutex);
+    if (detail::operation* sent = box.pending_sends.find(peer, tag)) {
+      box.pending_sends.erase(sent);
+      sent->status.store(detail::state::matched, std::memory_order_relaxed);
+      lock.unlock();
+      deliver(sent, node);
+      world_->state(peer).notify();
+    } else {
+      node->status.store(detail::state::queued, std::memory_order_relaxed);
+      box.posted_receives.push_back(node);
+    }
+    return request(node, this);
+  }
+
+  bool test(request& operation) {
+    return finished(operation.node_, world_->failed_rank(rank_));
+  }
+
+  bool wait(request& operation, deadline_clock::time_point deadline) {
+    auto& box = own();
+    std::unique_lock lock(box.mutex);
+    while (true) {
+      if (finished(operation.node_, world_->failed_rank(rank_))) return true;
+      if (box.progress.wait_until(lock, deadline) == std::cv_status::timeout) {
+        return finished(operation.node_, world_->failed_rank(rank_));
+      }
+    }
+  }
+
+ private:
+  friend class world<Memory>;
+
+  detail::rank_state& own() { return world_->state(rank_); }
+
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size()) {
+      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + ": cannot " + what +
+                                              " rank " + std::to_string(peer) + " in a world of " +
+                                              std::to_string(size()) + " ranks");
+    }
+  }
+
+  // Copies the matched pair once and completes both.
+  static void deliver(detail::operation* sent, detail::operation* receive) {
+    if (sent->size != receive->size) {
+      sent->other_size = receive->size;
+      receive->other_size = sent->size;
+      sent->status.store(detail::state::failed, std::memory_order_release);
+      receive->status.store(detail::state::failed, std::memory_order_release);
+      return;
+    }
+    if (sent->size != 0) std::memcpy(receive->recv_data, sent->send_data, sent->size);
+    sent->status.store(detail::state::done, std::memory_order_release);
+    receive->status.store(detail::state::done, std::memory_order_release);
+  }
+
+  // True when complete; throws when the operation failed or a peer failed before it completed.
+  bool finished(detail::operation* node, int failed_rank) const {
+    const detail::state status = node->status.load(std::memory_order_acquire);
+    if (status == detail::state::done) return true;
+    const int peer = node->is_send ? node->destination : node->source;
+    if (status == detail::state::failed) {
+      throw error(errc::transport,
+                  "rank " + std::to_string(rank_) + (node->is_send ? " sent " : " expected ") +
+                      std::to_string(node->size) + " bytes " + (node->is_send ? "to" : "from") +
+                      " rank " + std::to_string(peer) + " but the peer's matching " +
+                      (node->is_send ? "receive holds " : "send has ") +
+                      std::to_string(node->other_size) + " bytes (tag " + std::to_string(node->tag) +
+                      ")");
+    }
+    if (failed_rank >= 0) {
+      throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped waiting on rank " +
+                                       std::to_string(peer) + ": rank " +
+                                       std::to_string(failed_rank) + " failed (" +
+                                       world_->failure() + ")");
+    }
+    return false;
+  }
+
+  // Withdraws a node that has not completed, then returns it to the pool.
+  void cancel(detail::operation* node) {
+    auto& box = world_->state(node->is_send ? node->destination : rank_);
+    {
+      std::lock_guard lock(box.mutex);
+      if (node->status.load(std::memory_order_relaxed) == detail::state::queued) {
+        (node->is_send ? box.pending_sends : box.posted_receives).erase(node);
+        node->status.store(detail::state::idle, std::memory_order_relaxed);
+      }
+    }
+    // A matched node is being copied by the peer right now; the copy is short and bounded.
+    while (node->status.load(std::memory_order_acquire) == detail::state::matched) {
+      std::this_thread::yield();
+    }
+    node->status.store(detail::state::idle, std::memory_order_relaxed);
+    own().free_nodes.push_back(node);
+  }
+
+  world<Memory>* world_;
+  int rank_;
+};
+
+using transport = basic_transport<host_memory>;
+static_assert(weft::transport<transport>);
+
+// The shared state of `size` thread-ranks.
+template <memory_space Memory>
+class world {
+ public:
+  explicit world(int size, Memory memory = {}) : memory_(std::move(memory)) {
+    if (size < 1) {
+      throw error(errc::invalid_argument,
+                  "inproc world needs at least one rank, got " + std::to_string(size));
+    }
+    ranks_.reserve(static_cast<std::size_t>(size));
+    for (int i = 0; i < size; ++i) ranks_.push_back(std::make_unique<detail::rank_state>());
+  }
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  Memory& memory() { return memory_; }
+  basic_transport<Memory> endpoint(int rank) { return basic_transport<Memory>(this, rank); }
+
+  // Records that `rank` failed; every other rank's wait then throws errc::peer_lost.
+  void abort(int rank, const std::string& reason) {
+    {
+      std::lock_guard lock(failure_mutex_);
+      if (failed_ >= 0) return;
+      failure_ = reason;
+      failed_ = rank;
+    }
+    for (auto& state : ranks_) state->notify();
+  }
+
+  // The failed rank other than `self`, or -1.
+  int failed_rank(int self) const {
+    const int failed = failed_.load(std::memory_order_acquire);
+    return failed == self ? -1 : failed;
+  }
+  std::string failure() const {
+    std::lock_guard lock(failure_mutex_);
+    return failure_;
+  }
+  detail::rank_state& state(int rank) { return *ranks_[static_cast<std::size_t>(rank)]; }
+
+ private:
+  Memory memory_;
+  std::vector<std::unique_ptr<detail::rank_state>> ranks_;
+  std::atomic<int> failed_{-1};
+  mutable std::mutex failure_mutex_;
+  std::string failure_;
+};
+
+// Runs fn on `size` threads, one per rank, and rethrows the first exception any rank threw.
+// fn takes either the rank's transport or a communicator built over it.
+template <memory_space Memory, class Function>
+void run(world<Memory>& shared, Function&& fn, options settings = options::from_environment()) {
+  std::exception_ptr first;
+  std::mutex first_mutex;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(shared.size()));
+  for (int rank = 0; rank < shared.size(); ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        basic_transport<Memory> endpoint = shared.endpoint(rank);
+        if constexpr (std::is_invocable_v<Function&, communicator<basic_transport<Memory>>&>) {
+          communicator<basic_transport<Memory>> comm(endpoint, settings);
+          fn(comm);
+        } else {
+          fn(endpoint);
+        }
+      } catch (const std::exception& failure) {
+        {
+          std::lock_guard lock(first_mutex);
+          if (!first) first = std::current_exception();
+        }
+        shared.abort(rank, failure.what());
+      } catch (...) {
+        {
+          std::lock_guard lock(first_mutex);
+          if (!first) first = std::current_exception();
+        }
+        shared.abort(rank, "unknown exception");
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  if (first) std::rethrow_exception(first);
+}
+
+template <class Function>
+void run(int size, Function&& fn, options settings = options::from_environment()) {
+  world<host_memory> shared(size);
+  run(shared, std::forward<Function>(fn), settings);
+}
+
+}  // namespace weft::inproc
