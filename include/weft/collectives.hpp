@@ -646,9 +646,9 @@ report barrier(communicator<Transport>& comm, Algorithm = {}) {
 // ---- send, recv ---------------------------------------------------------------------------------
 
 // Blocking point-to-point with a user tag (0 <= tag < 2^31), bounded by the timeout.
-template <transport Transport, element T>
-report send(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> data, int peer,
-            int tag = 0) {
+template <transport Transport, class T>
+  requires element<std::remove_const_t<T>>
+report send(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
   if (peer < 0 || peer >= comm.size() || tag < 0) {
     detail::invalid(comm.rank(), collective::send,
                     "peer " + std::to_string(peer) + " or tag " + std::to_string(tag) +
