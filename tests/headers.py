@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Every public header compiles alone (its includes are complete), each in its own TU.
+
+usage: headers.py <include-dir>... -- <compiler and flags...> -- <headers...>
+"""
+import subprocess
+import sys
+import tempfile
+import os
+
+
+def main():
+    args = sys.argv[1:]
+    first = args.index("--")
+    second = args.index("--", first + 1)
+    includes, compiler, headers = args[:first], args[first + 1:second], args[second + 1:]
+    failed = 0
+    with tempfile.TemporaryDirectory() as work:
+        for header in headers:
+            name = None
+            for include in includes:
+                rel = os.path.relpath(header, include)
+                if not rel.startswith(".."):
+                    name = rel
+            source = os.path.join(work, "alone.cpp")
+            with open(source, "w", encoding="utf-8") as out:
+                out.write('#include "%s"\n#include "%s"\n' % (name, name))  # twice: include guards
+            command = compiler + ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic",
+                                  "-Werror"] + ["-I" + i for i in includes] + [source]
+            result = subprocess.run(command, capture_output=True, text=True)
+            print(("PASS " if result.returncode == 0 else "FAIL ") + name)
+            if result.returncode != 0:
+                print(result.stderr[-3000:])
+                failed += 1
+    print("%d of %d headers failed to compile alone" % (failed, len(headers)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
