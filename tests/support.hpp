@@ -85,6 +85,13 @@ bool check_bits(failures& sink, const std::string& label, int rank, std::span<co
   return true;
 }
 
+// Catch2's assertions are not thread-safe; rank threads that assert take this lock. The checked
+// expression must not communicate (the lock is held while it runs).
+inline std::mutex& catch_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 inline weft::options test_options(std::size_t chunk_bytes = 512) {
   weft::options settings;
   settings.timeout = std::chrono::seconds(60);
@@ -98,3 +105,10 @@ void for_each_type(Function&& fn) {
 }
 
 }  // namespace weft_test
+
+#define RANK_CHECK(...)                                          \
+  do {                                                           \
+    std::lock_guard weft_test_lock(::weft_test::catch_mutex());  \
+    CHECK(__VA_ARGS__);                                          \
+  } while (0)
+
