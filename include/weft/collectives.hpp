@@ -36,6 +36,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace weft {
 
@@ -214,8 +215,8 @@ struct allgatherv_call : movement_call_base {
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
     // rank i sends counts_i[i] elements to everyone; rank j expects counts_j[i] from rank i
-    auto expected = comm.indices(4, counts.size());
-    for (std::size_t i = 0; i < counts.size(); ++i) expected[i] = counts[static_cast<std::size_t>(comm.rank())];
+    // (a vector of its own: index slots 4 and 5 hold this call's displacements)
+    std::vector<std::size_t> expected(counts.size(), counts[static_cast<std::size_t>(comm.rank())]);
     comm.check_call(describe(kind, out.size() / element_size, -1, algorithm),
                     std::span<const std::size_t>(expected), counts);
   }

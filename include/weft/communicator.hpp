@@ -140,6 +140,11 @@ class communicator {
     int peer_ = -1;
     bool is_send_ = false;
     std::size_t bytes_ = 0;
+    // A reducing receive on a transport without one: combine on completion.
+    const detail::reducer* combine_ = nullptr;
+    detail::bytes target_;
+    detail::const_bytes own_;
+    detail::const_bytes staged_;
   };
 
   // The world communicator of a transport. Two communicators over one transport that are used
@@ -195,6 +200,28 @@ class communicator {
     return result;
   }
 
+  // Posts a receive from `peer` that leaves target = own op incoming (elementwise; target may be
+  // `own`). A transport that models reducing_transport combines as the message arrives, straight
+  // from the sender's buffer; otherwise the message lands in `staging` (target.size() bytes,
+  // scratch of the caller's) and is combined when the receive is waited for.
+  pending recv_reduce(int peer, detail::bytes target, detail::const_bytes own,
+                      const detail::reducer& combine, detail::bytes staging, int channel = 0) {
+    pending result;
+    result.peer_ = peer;
+    result.bytes_ = target.size();
+    if constexpr (reducing_transport<T>) {
+      result.request_.emplace(
+          transport_->recv_reduce(transport_rank(peer), target, own, call_tag(channel), combine));
+    } else {
+      result.request_.emplace(transport_->recv(transport_rank(peer), staging, call_tag(channel)));
+      result.combine_ = &combine;
+      result.target_ = target;
+      result.own_ = own;
+      result.staged_ = staging;
+    }
+    return result;
+  }
+
   // Blocks until `operation` completes; throws errc::timeout after settings().timeout.
   void wait(pending& operation) {
     if (!operation.active()) return;
@@ -214,6 +241,10 @@ class communicator {
                ", may have called another collective (WEFT_CHECK=1 detects that), or is stuck");
     }
     operation.request_.reset();
+    if (operation.combine_ != nullptr) {
+      (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
+      operation.combine_ = nullptr;
+    }
   }
 
   template <class... Pending>

@@ -89,6 +89,25 @@ concept transport = std::movable<T> && std::movable<typename T::request> &&
   { t.memory() } -> memory_space;
 } && memory_space<std::remove_cvref_t<decltype(std::declval<T&>().memory())>>;
 
+namespace detail {
+class reducer;
+}
+
+// weft::reducing_transport<T> — an optional refinement of transport:
+//   1. t.recv_reduce(peer, target, own, tag, combine) posts a receive that, instead of copying
+//      the incoming message, leaves target = combine(own, incoming) (target may be own), and
+//      returns a request like recv;
+//   2. the combine runs in the transport's memory space (through `combine`), exactly once.
+// Shared-memory transports can reduce straight from the sender's buffer, saving a pass over
+// memory; the communicator falls back to receive-then-combine for other transports.
+template <class T>
+concept reducing_transport =
+    transport<T> && requires(T& t, int peer, std::span<std::byte> target,
+                             std::span<const std::byte> own, tag_t tag,
+                             const detail::reducer& combine) {
+      { t.recv_reduce(peer, target, own, tag, combine) } -> std::same_as<typename T::request>;
+    };
+
 template <transport T>
 using memory_space_of = std::remove_cvref_t<decltype(std::declval<T&>().memory())>;
 

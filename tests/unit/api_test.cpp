@@ -1,6 +1,6 @@
 // The public API around the algorithms: reports and selection, WEFT_ALGO, non-commutative ops,
 // bitwise-identical floats, bad arguments, check mode, timeouts, failures, split and dup,
-// the 16-bit types, send/recv, and no allocation in the steady state.
+// the 16-bit types and send/recv. (No allocation in the steady state: allocation_test.cpp.)
 #include "../support.hpp"
 
 #include <catch2/catch.hpp>
@@ -8,30 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <new>
 #include <random>
 
 using namespace weft_test;
 using Catch::Matchers::Contains;
-
-// ---- allocation counting (for the steady-state test) -------------------------------------------
-// g++ flags free() on memory from operator new even when both are replaced together, as here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-namespace {
-thread_local bool counting_allocations = false;
-thread_local std::size_t allocations = 0;
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (counting_allocations) ++allocations;
-  if (void* pointer = std::malloc(size == 0 ? 1 : size)) return pointer;
-  throw std::bad_alloc();
-}
-void operator delete(void* pointer) noexcept { std::free(pointer); }
-void operator delete(void* pointer, std::size_t) noexcept { std::free(pointer); }
 
 namespace {
 
@@ -335,11 +315,24 @@ TEST_CASE("check mode turns mismatched calls into mismatch errors on every rank"
                     std::span<int>(out), std::span<const std::size_t>(out_counts));
   }, "rank 0 sends 2 elements to rank 1, which expects 3");
 
+  expect_mismatch([](comm_t& comm) {  // allgatherv counts that disagree
+    std::vector<std::size_t> counts = {1, 2, 3};
+    if (comm.rank() == 2) counts = {4, 2, 0};  // same total, different split
+    std::vector<int> mine(counts[static_cast<std::size_t>(comm.rank())]), all(6);
+    weft::allgatherv(comm, std::span<const int>(mine), std::span<int>(all),
+                     std::span<const std::size_t>(counts), weft::ring{});
+  }, "rank 2 sends 0 elements to rank 0, which expects 3");
+
   // Matching calls pass the check and run.
   weft::inproc::run(3, [](comm_t& comm) {
     std::vector<int> data(5, 2);
     weft::allreduce(comm, std::span<int>(data));
     RANK_CHECK(data[4] == 6);
+    std::vector<std::size_t> counts = {1, 2, 3};
+    std::vector<int> mine(counts[static_cast<std::size_t>(comm.rank())], comm.rank()), all(6);
+    weft::allgatherv(comm, std::span<const int>(mine), std::span<int>(all),
+                     std::span<const std::size_t>(counts), weft::ring{});
+    RANK_CHECK((all == std::vector<int>{0, 1, 1, 2, 2, 2}));
   }, settings);
 }
 
@@ -470,30 +463,6 @@ TEST_CASE("bfloat16 and half round to nearest even", "[types]") {
     weft::allreduce(comm, std::span<weft::half>(data), weft::sum{}, weft::ring{});
     RANK_CHECK(float(data[32]) == 5.0f);
   });
-}
-
-TEST_CASE("the steady state allocates nothing", "[api]") {
-  std::vector<std::size_t> counted(4, 999);
-  weft::inproc::run(4, [&](comm_t& comm) {
-    std::vector<float> data(100000, 1.0f);
-    std::vector<float> all(400000);
-    auto steady = [&] {
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::double_binary_tree{});
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::recursive_halving{});
-      weft::allreduce(comm, std::span<float>(data), weft::sum{});
-      weft::allgather(comm, std::span<const float>(data), std::span<float>(all), weft::bruck{});
-      weft::broadcast(comm, std::span<float>(data), 1, weft::binomial_tree{});
-      weft::barrier(comm);
-    };
-    steady();  // first call: scratch and request pools grow
-    allocations = 0;
-    counting_allocations = true;
-    steady();
-    counting_allocations = false;
-    counted[static_cast<std::size_t>(comm.rank())] = allocations;
-  }, test_options(65536));
-  for (std::size_t count : counted) RANK_CHECK(count == 0);
 }
 
 TEST_CASE("double binary tree: two valid trees, leaves of one are inner nodes of the other", "[api]") {

@@ -66,7 +66,7 @@ struct recursive_halving {
                              const detail::reducer& combine) {
     const int p = comm.size();
     const int r = comm.rank();
-    if (p == 1) return comm.copy(out, in);
+    if (p == 1) return comm.copy(out, in.first(out.size()));  // one rank: in is out-sized
     const detail::folding fold(p);
     const std::size_t n = out.size();
     auto scratch = comm.scratch(2 * in.size());

@@ -5,7 +5,8 @@
 //                      block (r-k-1) to the right and receives block (r-k-2) from the left,
 //                      reducing it with its own copy; after p-1 steps rank r holds block r,
 //                      reduced over all ranks. Each step moves in chunks so that receiving the
-//                      next chunk overlaps reducing this one.
+//                      next chunk overlaps reducing this one; on a shared-memory transport the
+//                      chunk is reduced straight from the sender's buffer (recv_reduce).
 //   allgather(v)    1. At step k rank r sends block (r-k) right and receives block (r-k-1) from
 //                      the left, straight into the output.
 //   allreduce       1. reduce_scatter on p balanced blocks of the vector;
@@ -60,7 +61,7 @@ struct ring {
   static void reduce_scatter(Comm& comm, detail::const_bytes in, detail::bytes out,
                              const detail::reducer& combine) {
     const int p = comm.size();
-    if (p == 1) return comm.copy(out, in);
+    if (p == 1) return comm.copy(out, in.first(out.size()));  // one rank: in is out-sized
     auto displs = comm.indices(0, static_cast<std::size_t>(p) + 1);
     for (int i = 0; i <= p; ++i) displs[static_cast<std::size_t>(i)] = static_cast<std::size_t>(i) * out.size();
     const detail::layout blocks{displs};
@@ -165,22 +166,22 @@ struct ring {
       const std::size_t send_pieces = detail::chunk_count(source.size(), chunk);
       const std::size_t recv_pieces = detail::chunk_count(target.size(), chunk);
 
+      // Chunk j arrives reduced into place: target = own op incoming. Chunk j+1 is already on
+      // its way while chunk j is reduced.
       typename Comm::pending receives[2];
       typename Comm::pending sends[2];
       auto post = [&](std::size_t j) {
         if (j < recv_pieces) {
-          receives[j % 2] = comm.recv(left, slot(j, detail::piece(target, j, chunk).size()));
+          const detail::bytes piece = detail::piece(target, j, chunk);
+          receives[j % 2] = comm.recv_reduce(left, piece, detail::piece(own, j, chunk), combine,
+                                             slot(j, piece.size()));
         }
         if (j < send_pieces) sends[j % 2] = comm.send(right, detail::piece(source, j, chunk));
       };
       post(0);
       for (std::size_t j = 0; j < std::max(send_pieces, recv_pieces); ++j) {
         post(j + 1);  // slot (j+1) % 2 held chunk j-1, finished last iteration
-        if (j < recv_pieces) {
-          comm.wait(receives[j % 2]);
-          const auto incoming = slot(j, detail::piece(target, j, chunk).size());
-          combine(detail::piece(target, j, chunk), detail::piece(own, j, chunk), incoming);
-        }
+        comm.wait(receives[j % 2]);
         comm.wait(sends[j % 2]);
       }
     }

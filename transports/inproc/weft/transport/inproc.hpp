@@ -4,10 +4,13 @@
 //     weft::allreduce(comm, std::span<float>(data), weft::sum{});
 //   });
 //
-// Matching is rendezvous: a send and its receive meet in the receiver's mailbox, and whichever
-// is posted second copies the bytes once, straight from the send buffer into the receive buffer.
-// Nothing is buffered, so a send completes only when its receive has been posted — algorithms
-// that would deadlock on a transport without eager buffering deadlock here too, in tests.
+// Matching is rendezvous: a send and its receive meet in the receiver's mailbox, and the
+// receiving rank copies the bytes once, straight from the send buffer into the receive buffer
+// (or reduces them into place, for recv_reduce). The receiver does it, the next time it waits or
+// tests, so each rank's thread moves its own incoming data, the work spreads evenly over the
+// ranks, and sends posted after a receive are never held up by its copy. Nothing is buffered:
+// a send completes only when its receive has taken the data, so algorithms that would deadlock
+// on a transport without eager buffering deadlock here too, in tests.
 //
 // When a rank's function throws, `run` marks the world failed: every other rank's pending wait
 // throws errc::peer_lost naming that rank at once, and `run` rethrows the first exception.
@@ -19,6 +22,7 @@
 #include "weft/transport.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -33,7 +37,9 @@ namespace weft::inproc {
 
 namespace detail {
 
-enum class state : int { idle, queued, matched, done, failed };
+// A send goes queued -> (matched, once a receive has it) -> done; a receive goes queued ->
+// (arrived: its send is linked as `partner`, waiting for this rank to copy) -> done.
+enum class state : int { idle, queued, arrived, matched, done, failed };
 
 // One posted send or receive; nodes are pooled per rank and linked into a mailbox while queued.
 struct operation {
@@ -48,6 +54,10 @@ struct operation {
   bool is_send = false;
   std::atomic<state> status{state::idle};
   std::size_t other_size = 0;  // set when sizes did not match
+  operation* partner = nullptr;  // an arrived receive's send
+  // A reducing receive: recv_data = combine(own, incoming) instead of a copy.
+  const weft::detail::reducer* combine = nullptr;
+  const std::byte* own = nullptr;
 };
 
 class operation_list {
@@ -58,6 +68,18 @@ class operation_list {
     (tail_ ? tail_->next : head_) = node;
     tail_ = node;
   }
+  void push_front(operation* node) {
+    node->prev = nullptr;
+    node->next = head_;
+    (head_ ? head_->prev : tail_) = node;
+    head_ = node;
+  }
+  operation* pop_front() {
+    operation* node = head_;
+    if (node != nullptr) erase(node);
+    return node;
+  }
+  bool empty() const { return head_ == nullptr; }
   void erase(operation* node) {
     (node->prev ? node->prev->next : head_) = node->next;
     (node->next ? node->next->prev : tail_) = node->prev;
@@ -76,13 +98,15 @@ class operation_list {
   operation* tail_ = nullptr;
 };
 
-// Per-rank state. The mailbox holds receives posted by this rank and sends posted to it; the
-// condition variable wakes this rank when one of its operations completes.
+// Per-rank state. The mailbox holds receives posted by this rank, sends posted to it, and the
+// receives whose send has arrived and waits for this rank to copy; the condition variable wakes
+// this rank when one of its operations completes or a send arrives.
 struct rank_state {
   std::mutex mutex;
   std::condition_variable progress;
   operation_list posted_receives;
   operation_list pending_sends;
+  operation_list arrived;
   std::vector<std::unique_ptr<operation>> storage;  // touched only by this rank's thread
   std::vector<operation*> free_nodes;
 
@@ -152,13 +176,15 @@ class basic_transport {
     node->size = data.size();
     node->is_send = true;
     auto& box = world_->state(peer);
-    std::unique_lock lock(box.mutex);
+    std::lock_guard lock(box.mutex);
     if (detail::operation* receive = box.posted_receives.find(rank_, tag)) {
+      // The receiver is waiting for it: hand it over; the receiver copies.
       box.posted_receives.erase(receive);
-      receive->status.store(detail::state::matched, std::memory_order_relaxed);
-      lock.unlock();
-      deliver(node, receive);
-      box.notify();
+      receive->partner = node;
+      receive->status.store(detail::state::arrived, std::memory_order_relaxed);
+      node->status.store(detail::state::matched, std::memory_order_relaxed);
+      box.arrived.push_back(receive);
+      box.progress.notify_all();
     } else {
       node->status.store(detail::state::queued, std::memory_order_relaxed);
       box.pending_sends.push_back(node);
@@ -167,30 +193,18 @@ class basic_transport {
   }
 
   request recv(int peer, std::span<std::byte> data, tag_t tag) {
-    check_peer(peer, "receive from");
-    detail::operation* node = own().acquire();
-    node->source = peer;
-    node->destination = rank_;
-    node->tag = tag;
-    node->recv_data = data.data();
-    node->size = data.size();
-    node->is_send = false;
-    auto& box = own();
-    std::unique_lock lock(box.mutex);
-    if (detail::operation* sent = box.pending_sends.find(peer, tag)) {
-      box.pending_sends.erase(sent);
-      sent->status.store(detail::state::matched, std::memory_order_relaxed);
-      lock.unlock();
-      deliver(sent, node);
-      world_->state(peer).notify();
-    } else {
-      node->status.store(detail::state::queued, std::memory_order_relaxed);
-      box.posted_receives.push_back(node);
-    }
-    return request(node, this);
+    return post_receive(peer, data, tag, nullptr, nullptr);
+  }
+
+  // The reducing receive (weft::reducing_transport): whichever side arrives second combines
+  // straight from the sender's buffer into `target`.
+  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> mine,
+                      tag_t tag, const weft::detail::reducer& combine) {
+    return post_receive(peer, target, tag, &combine, mine.data());
   }
 
   bool test(request& operation) {
+    copy_arrived();
     return finished(operation.node_, world_->failed_rank(rank_));
   }
 
@@ -198,8 +212,14 @@ class basic_transport {
     auto& box = own();
     std::unique_lock lock(box.mutex);
     while (true) {
+      if (!box.arrived.empty()) {  // copy whatever has arrived for us, then look again
+        lock.unlock();
+        copy_arrived();
+        lock.lock();
+        continue;
+      }
       if (finished(operation.node_, world_->failed_rank(rank_))) return true;
-      if (box.progress.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (box.progress.wait_until(lock, deadline) == std::cv_status::timeout && box.arrived.empty()) {
         return finished(operation.node_, world_->failed_rank(rank_));
       }
     }
@@ -208,7 +228,56 @@ class basic_transport {
  private:
   friend class world<Memory>;
 
+  request post_receive(int peer, std::span<std::byte> data, tag_t tag,
+                       const weft::detail::reducer* combine, const std::byte* mine) {
+    check_peer(peer, "receive from");
+    detail::operation* node = own().acquire();
+    node->combine = combine;
+    node->own = mine;
+    node->source = peer;
+    node->destination = rank_;
+    node->tag = tag;
+    node->recv_data = data.data();
+    node->size = data.size();
+    node->is_send = false;
+    auto& box = own();
+    std::lock_guard lock(box.mutex);
+    if (detail::operation* sent = box.pending_sends.find(peer, tag)) {
+      // Copied at our next wait, not now: the sends this rank posts next go out first.
+      box.pending_sends.erase(sent);
+      node->partner = sent;
+      node->status.store(detail::state::arrived, std::memory_order_relaxed);
+      sent->status.store(detail::state::matched, std::memory_order_relaxed);
+      box.arrived.push_back(node);
+    } else {
+      node->status.store(detail::state::queued, std::memory_order_relaxed);
+      box.posted_receives.push_back(node);
+    }
+    return request(node, this);
+  }
+
   detail::rank_state& own() { return world_->state(rank_); }
+
+  // Copies (or reduces) every send that arrived for this rank's posted receives, and completes
+  // both sides.
+  void copy_arrived() {
+    auto& box = own();
+    detail::operation_list ready;
+    {
+      std::lock_guard lock(box.mutex);
+      while (detail::operation* receive = box.arrived.pop_front()) {
+        receive->status.store(detail::state::matched, std::memory_order_relaxed);
+        ready.push_back(receive);
+      }
+    }
+    while (detail::operation* receive = ready.pop_front()) {
+      detail::operation* sent = receive->partner;
+      receive->partner = nullptr;
+      const int sender = sent->source;  // once delivered, the sender may reuse its node
+      deliver(sent, receive);
+      world_->state(sender).notify();
+    }
+  }
 
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size()) {
@@ -227,7 +296,12 @@ class basic_transport {
       receive->status.store(detail::state::failed, std::memory_order_release);
       return;
     }
-    if (sent->size != 0) std::memcpy(receive->recv_data, sent->send_data, sent->size);
+    if (receive->combine != nullptr) {
+      (*receive->combine)({receive->recv_data, receive->size}, {receive->own, receive->size},
+                          {sent->send_data, sent->size});
+    } else if (sent->size != 0) {
+      std::memcpy(receive->recv_data, sent->send_data, sent->size);
+    }
     sent->status.store(detail::state::done, std::memory_order_release);
     receive->status.store(detail::state::done, std::memory_order_release);
   }
@@ -258,16 +332,29 @@ class basic_transport {
   // Withdraws a node that has not completed, then returns it to the pool.
   void cancel(detail::operation* node) {
     auto& box = world_->state(node->is_send ? node->destination : rank_);
-    {
-      std::lock_guard lock(box.mutex);
-      if (node->status.load(std::memory_order_relaxed) == detail::state::queued) {
-        (node->is_send ? box.pending_sends : box.posted_receives).erase(node);
-        node->status.store(detail::state::idle, std::memory_order_relaxed);
+    while (true) {
+      {
+        std::lock_guard lock(box.mutex);
+        const detail::state status = node->status.load(std::memory_order_acquire);
+        if (status == detail::state::queued) {
+          (node->is_send ? box.pending_sends : box.posted_receives).erase(node);
+          break;
+        }
+        if (status == detail::state::arrived) {
+          // Our receive had its send handed over but never copied it: give the send back,
+          // ahead of later sends of the same stream, for the next receive to take.
+          box.arrived.erase(node);
+          detail::operation* sent = node->partner;
+          node->partner = nullptr;
+          sent->status.store(detail::state::queued, std::memory_order_relaxed);
+          box.pending_sends.push_front(sent);
+          break;
+        }
+        if (status != detail::state::matched) break;  // done, failed or idle
       }
-    }
-    // A matched node is being copied by the peer right now; the copy is short and bounded.
-    while (node->status.load(std::memory_order_acquire) == detail::state::matched) {
-      std::this_thread::yield();
+      // Our send is in a receiver's hands: it copies it the next time it waits, or gives it
+      // back if it withdraws its receive. Either happens within that rank's timeout.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     node->status.store(detail::state::idle, std::memory_order_relaxed);
     own().free_nodes.push_back(node);
@@ -279,6 +366,7 @@ class basic_transport {
 
 using transport = basic_transport<host_memory>;
 static_assert(weft::transport<transport>);
+static_assert(weft::reducing_transport<transport>);
 
 // The shared state of `size` thread-ranks.
 template <memory_space Memory>
