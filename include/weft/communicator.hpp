@@ -183,21 +183,11 @@ class communicator {
   // Posts a send of `data` to group rank `peer`. `channel` (0..254) separates message streams
   // of one call that the two sides could post in different orders.
   pending send(int peer, detail::const_bytes data, int channel = 0) {
-    pending result;
-    result.peer_ = peer;
-    result.is_send_ = true;
-    result.bytes_ = data.size();
-    result.request_.emplace(transport_->send(transport_rank(peer), data, call_tag(channel)));
-    bytes_sent_ += data.size();
-    return result;
+    return post_send(peer, data, call_tag(channel));
   }
 
   pending recv(int peer, detail::bytes data, int channel = 0) {
-    pending result;
-    result.peer_ = peer;
-    result.bytes_ = data.size();
-    result.request_.emplace(transport_->recv(transport_rank(peer), data, call_tag(channel)));
-    return result;
+    return post_recv(peer, data, call_tag(channel));
   }
 
   // Posts a receive from `peer` that leaves target = own op incoming (elementwise; target may be
@@ -279,6 +269,13 @@ class communicator {
     return {storage.data(), count};
   }
 
+  // `parts` blocks of `block_bytes` each, one after another; displacements kept in index `slot`.
+  detail::layout equal_blocks(int slot, int parts, std::size_t block_bytes) {
+    auto displs = indices(slot, static_cast<std::size_t>(parts) + 1);
+    for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = i * block_bytes;
+    return detail::layout{displs};
+  }
+
   // `count` empty pending operations for algorithms that post many at once; reused across calls.
   // Valid until the next call of requests().
   std::span<pending> requests(std::size_t count) {
@@ -323,20 +320,10 @@ class communicator {
     return (tag_t{context_} << 32) | (tag_t{1} << 31) | static_cast<tag_t>(tag);
   }
   pending send_user(int peer, detail::const_bytes data, int tag) {
-    pending result;
-    result.peer_ = peer;
-    result.is_send_ = true;
-    result.bytes_ = data.size();
-    result.request_.emplace(transport_->send(transport_rank(peer), data, user_tag(tag)));
-    bytes_sent_ += data.size();
-    return result;
+    return post_send(peer, data, user_tag(tag));
   }
   pending recv_user(int peer, detail::bytes data, int tag) {
-    pending result;
-    result.peer_ = peer;
-    result.bytes_ = data.size();
-    result.request_.emplace(transport_->recv(transport_rank(peer), data, user_tag(tag)));
-    return result;
+    return post_recv(peer, data, user_tag(tag));
   }
 
   // Check mode: every rank states its call; each compares with the others, and all ranks throw
@@ -428,6 +415,24 @@ class communicator {
   }
 
  private:
+  pending post_send(int peer, detail::const_bytes data, tag_t tag) {
+    pending result;
+    result.peer_ = peer;
+    result.is_send_ = true;
+    result.bytes_ = data.size();
+    result.request_.emplace(transport_->send(transport_rank(peer), data, tag));
+    bytes_sent_ += data.size();
+    return result;
+  }
+
+  pending post_recv(int peer, detail::bytes data, tag_t tag) {
+    pending result;
+    result.peer_ = peer;
+    result.bytes_ = data.size();
+    result.request_.emplace(transport_->recv(transport_rank(peer), data, tag));
+    return result;
+  }
+
   tag_t call_tag(int channel) const {
     return (tag_t{context_} << 32) | ((tag_t{sequence_} & 0x7fffffu) << 8) |
            static_cast<tag_t>(channel);

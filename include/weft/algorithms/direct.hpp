@@ -99,9 +99,7 @@ struct direct {
 
   template <class Comm>
   static void allgather(Comm& comm, detail::const_bytes in, detail::bytes out) {
-    auto displs = comm.indices(2, static_cast<std::size_t>(comm.size()) + 1);
-    for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = i * in.size();
-    allgatherv(comm, in, out, detail::layout{displs});
+    allgatherv(comm, in, out, comm.equal_blocks(2, comm.size(), in.size()));
   }
 
   template <class Comm>
@@ -174,10 +172,8 @@ struct direct {
 
   template <class Comm>
   static void alltoall(Comm& comm, detail::const_bytes in, detail::bytes out) {
-    const auto p = static_cast<std::size_t>(comm.size());
-    auto displs = comm.indices(0, p + 1);
-    for (std::size_t i = 0; i <= p; ++i) displs[i] = i * (in.size() / p);
-    alltoallv(comm, in, detail::layout{displs}, out, detail::layout{displs});
+    const auto blocks = comm.equal_blocks(0, comm.size(), in.size() / static_cast<std::size_t>(comm.size()));
+    alltoallv(comm, in, blocks, out, blocks);
   }
 
   template <class Comm>

@@ -27,10 +27,8 @@ struct pairwise {
 
   template <class Comm>
   static void alltoall(Comm& comm, detail::const_bytes in, detail::bytes out) {
-    const auto p = static_cast<std::size_t>(comm.size());
-    auto displs = comm.indices(0, p + 1);
-    for (std::size_t i = 0; i <= p; ++i) displs[i] = i * (in.size() / p);
-    alltoallv(comm, in, detail::layout{displs}, out, detail::layout{displs});
+    const auto blocks = comm.equal_blocks(0, comm.size(), in.size() / static_cast<std::size_t>(comm.size()));
+    alltoallv(comm, in, blocks, out, blocks);
   }
 
   template <class Comm>

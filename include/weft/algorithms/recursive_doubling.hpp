@@ -77,9 +77,7 @@ struct recursive_doubling {
 
   template <class Comm>
   static void allgather(Comm& comm, detail::const_bytes in, detail::bytes out) {
-    auto displs = comm.indices(2, static_cast<std::size_t>(comm.size()) + 1);
-    for (std::size_t i = 0; i < displs.size(); ++i) displs[i] = i * in.size();
-    allgatherv(comm, in, out, detail::layout{displs});
+    allgatherv(comm, in, out, comm.equal_blocks(2, comm.size(), in.size()));
   }
 
   template <class Comm>

@@ -62,9 +62,7 @@ struct ring {
                              const detail::reducer& combine) {
     const int p = comm.size();
     if (p == 1) return comm.copy(out, in.first(out.size()));  // one rank: in is out-sized
-    auto displs = comm.indices(0, static_cast<std::size_t>(p) + 1);
-    for (int i = 0; i <= p; ++i) displs[static_cast<std::size_t>(i)] = static_cast<std::size_t>(i) * out.size();
-    const detail::layout blocks{displs};
+    const detail::layout blocks = comm.equal_blocks(0, p, out.size());
     // Partial sums of the other blocks travel through two block-sized scratch buffers, used in
     // turn: the block received at step k is sent on at step k+1. Our own block lands in `out`.
     const std::size_t chunk = comm.chunk_bytes(combine.element_size());
@@ -83,10 +81,7 @@ struct ring {
 
   template <class Comm>
   static void allgather(Comm& comm, detail::const_bytes in, detail::bytes out) {
-    const int p = comm.size();
-    auto displs = comm.indices(0, static_cast<std::size_t>(p) + 1);
-    for (int i = 0; i <= p; ++i) displs[static_cast<std::size_t>(i)] = static_cast<std::size_t>(i) * in.size();
-    allgather_steps(comm, detail::layout{displs}, in, out);
+    allgather_steps(comm, comm.equal_blocks(0, comm.size(), in.size()), in, out);
   }
 
   template <class Comm>
