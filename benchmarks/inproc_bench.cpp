@@ -98,9 +98,6 @@ measurement run_one(comm_t& comm, const std::string& collective, std::size_t cou
                     int iterations, int warmup, std::vector<double>& times, std::atomic<std::size_t>& wrong) {
   const int p = comm.size();
   const int r = comm.rank();
-  const std::size_t total = collective == "allgather" || collective == "reduce_scatter" || collective == "alltoall"
-                                ? count : count;
-  (void)total;
   std::vector<float> in, out;
   std::size_t local_wrong = 0;
   auto fill = [&] {
@@ -128,7 +125,6 @@ measurement run_one(comm_t& comm, const std::string& collective, std::size_t cou
     }
   };
   auto once = [&] {
-    std::span<float> target = in_place ? std::span<float>(in) : std::span<float>(out);
     if (collective == "allreduce") {
       if (in_place) weft::allreduce(comm, std::span<float>(in));
       else weft::allreduce(comm, std::span<const float>(in), std::span<float>(out));
@@ -150,7 +146,6 @@ measurement run_one(comm_t& comm, const std::string& collective, std::size_t cou
     } else if (collective == "alltoall") {
       weft::alltoall(comm, std::span<const float>(in), std::span<float>(out));
     }
-    (void)target;
   };
   auto verify = [&] {
     const double sum_ranks = p * (p + 1) / 2.0;
@@ -237,9 +232,10 @@ int main(int argc, char** argv) {
           const int iterations = bytes >= (std::size_t{16} << 20) ? std::max(3, options.iterations / 4) : options.iterations;
           std::atomic<std::size_t> wrong_out{0}, wrong_in{0};
           const auto out_of_place = run_one(comm, collective, count, false, iterations, options.warmup, times, wrong_out);
-          const auto in_place = collective == "reduce_scatter" || collective == "alltoall"
-                                    ? out_of_place
-                                    : run_one(comm, collective, count, true, iterations, options.warmup, times, wrong_in);
+          const bool has_in_place = collective != "reduce_scatter" && collective != "alltoall";
+          const auto in_place = has_in_place
+                                    ? run_one(comm, collective, count, true, iterations, options.warmup, times, wrong_in)
+                                    : out_of_place;
           std::size_t counts[2] = {wrong_out.load(), wrong_in.load()};
           std::size_t totals[2] = {0, 0};
           weft::allreduce(comm, std::span<const std::size_t>(counts, 2), std::span<std::size_t>(totals, 2));
@@ -248,12 +244,16 @@ int main(int argc, char** argv) {
             const double factor = bus_factor(collective, comm.size());
             const double algbw_out = size / out_of_place.seconds / 1e9;
             const double algbw_in = size / in_place.seconds / 1e9;
-            std::printf(" %10zu %12zu %8s %6s %6d   %9.1f %8.2f %8.2f %6zu   %9.1f %8.2f %8.2f %6zu\n",
-                        count * sizeof(float), count, "float",
+            std::printf(" %10zu %12zu %8s %6s %6d   %9.1f %8.2f %8.2f %6zu", count * sizeof(float), count,
+                        "float",
                         collective == "allreduce" || collective == "reduce" || collective == "reduce_scatter" ? "sum" : "none",
                         collective == "broadcast" || collective == "reduce" ? 0 : -1, out_of_place.seconds * 1e6,
-                        algbw_out, algbw_out * factor, totals[0], in_place.seconds * 1e6, algbw_in,
-                        algbw_in * factor, totals[1]);
+                        algbw_out, algbw_out * factor, totals[0]);
+            if (has_in_place) {
+              std::printf("   %9.1f %8.2f %8.2f %6zu\n", in_place.seconds * 1e6, algbw_in, algbw_in * factor, totals[1]);
+            } else {
+              std::printf("   %9s %8s %8s %6s\n", "n/a", "n/a", "n/a", "n/a");  // no in-place form
+            }
             std::fflush(stdout);
             total_wrong += totals[0] + totals[1];
             busbw_sum += algbw_out * factor;
