@@ -3,17 +3,16 @@
 
 usage: headers.py <include-dir>... -- <compiler and flags...> -- <headers...>
 """
+import os
 import subprocess
 import sys
 import tempfile
-import os
+
+from script_args import split_arguments
 
 
 def main():
-    args = sys.argv[1:]
-    first = args.index("--")
-    second = args.index("--", first + 1)
-    includes, compiler, headers = args[:first], args[first + 1:second], args[second + 1:]
+    includes, compiler, headers = split_arguments(sys.argv[1:])
     failed = 0
     with tempfile.TemporaryDirectory() as work:
         for header in headers:

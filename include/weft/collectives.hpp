@@ -65,19 +65,25 @@ constexpr std::string_view type_name() {
   else return "user type";
 }
 
-// Describes a call for check mode.
-template <class T>
-call_signature signature(collective kind, std::string_view op, std::size_t count, int root,
-                         std::string_view algorithm) {
+// Describes a call for check mode (op is empty for the data-movement collectives).
+inline call_signature describe_call(collective kind, std::size_t element_size,
+                                    std::string_view type, std::string_view op, std::size_t count,
+                                    int root, std::string_view algorithm) {
   call_signature result;
   result.kind = kind;
-  result.element_size = sizeof(T);
+  result.element_size = static_cast<std::uint32_t>(element_size);
   result.count = count;
   result.root = root;
-  call_signature::assign(result.type, type_name<T>());
+  call_signature::assign(result.type, type);
   call_signature::assign(result.op, op);
   call_signature::assign(result.algorithm, algorithm);
   return result;
+}
+
+template <class T>
+call_signature signature(collective kind, std::string_view op, std::size_t count, int root,
+                         std::string_view algorithm) {
+  return describe_call(kind, sizeof(T), type_name<T>(), op, count, root, algorithm);
 }
 
 // One call description per collective: what the facade checked, type-erased to bytes.
@@ -157,14 +163,7 @@ struct movement_call_base {
   std::string_view type;
   call_signature describe(collective kind, std::size_t count, int root,
                           std::string_view algorithm) const {
-    call_signature result;
-    result.kind = kind;
-    result.element_size = static_cast<std::uint32_t>(element_size);
-    result.count = count;
-    result.root = root;
-    call_signature::assign(result.type, type);
-    call_signature::assign(result.algorithm, algorithm);
-    return result;
+    return describe_call(kind, element_size, type, "", count, root, algorithm);
   }
 };
 

@@ -2,17 +2,16 @@
 """Compile-fail tests: each source must fail to compile with the text after `// expect:` in
 the compiler's diagnostics (or, with `// expect-success:`, must compile).
 
-usage: run.py <include-dir>... -- <compiler and flags...> -- <sources...>
+usage: compile_fail.py <include-dir>... -- <compiler and flags...> -- <sources...>
 """
 import subprocess
 import sys
 
+from script_args import split_arguments
+
 
 def main():
-    args = sys.argv[1:]
-    first = args.index("--")
-    second = args.index("--", first + 1)
-    includes, compiler, sources = args[:first], args[first + 1:second], args[second + 1:]
+    includes, compiler, sources = split_arguments(sys.argv[1:])
     failed = 0
     for source in sources:
         header = open(source, encoding="utf-8").readline().strip()
