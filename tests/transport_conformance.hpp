@@ -1,7 +1,9 @@
 // The semantics every weft transport keeps (weft/transport.hpp, requirement 7), checked on
 // three ranks: per-tag ordering, receive before or after send, self-send, zero bytes, many
 // outstanding requests posted out of order, cancellation by destruction, and wait deadlines.
-// `make` turns a rank's in-process endpoint into the transport under test.
+// transport_conformance_ranks takes `make(rank)`, which builds rank's transport (on that rank's
+// thread, so transports that connect at construction meet); transport_conformance takes
+// `make(endpoint)`, which turns a rank's in-process endpoint into the transport under test.
 #pragma once
 
 #include "support.hpp"
@@ -18,14 +20,13 @@ bool wait_for(Transport& transport, typename Transport::request& request,
   return transport.wait(request, weft::deadline_clock::now() + limit);
 }
 
-template <class Make>
-void transport_conformance(failures& sink, Make make) {
-  weft::inproc::world<> world(3);
+template <class MakeRank>
+void transport_conformance_ranks(failures& sink, MakeRank make) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 3; ++rank) {
     threads.emplace_back([&, rank] {
-      auto endpoint = world.endpoint(rank);
-      auto transport = make(endpoint);
+     try {
+      auto transport = make(rank);
       using request_t = typename decltype(transport)::request;
       auto expect = [&](bool ok, const std::string& what) {
         if (!ok) sink.add("rank " + std::to_string(rank) + ": " + what);
@@ -115,9 +116,21 @@ void transport_conformance(failures& sink, Make make) {
       } catch (const std::exception& failure) {
         sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
       }
+     } catch (const std::exception& failure) {
+      sink.add("rank " + std::to_string(rank) + " could not build its transport: " + failure.what());
+     }
     });
   }
   for (auto& thread : threads) thread.join();
+}
+
+template <class Make>
+void transport_conformance(failures& sink, Make make) {
+  weft::inproc::world<> world(3);
+  transport_conformance_ranks(sink, [&](int rank) {
+    auto endpoint = world.endpoint(rank);
+    return make(endpoint);
+  });
 }
 
 }  // namespace weft_test

@@ -219,9 +219,12 @@ class communicator {
     try {
       done = transport_->wait(*operation.request_, deadline_clock::now() + settings_.timeout);
     } catch (const error& failure) {
+      tell_others(operation.peer_, strip_prefix(failure.what()));
       fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
     }
     if (!done) {
+      tell_others(operation.peer_, "rank " + std::to_string(rank_) + " timed out waiting for rank " +
+                                       std::to_string(operation.peer_) + " (" + where() + ")");
       fail(errc::timeout,
            describe_rank() + " waited " + std::to_string(settings_.timeout.count()) + " ms to " +
                (operation.is_send_ ? "send " : "receive ") + std::to_string(operation.bytes_) +
@@ -462,6 +465,14 @@ class communicator {
       operations.push_back(send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), 255));
     }
     for (auto& operation : operations) wait(operation);
+  }
+
+  // A wait failed for want of `peer`: a transport that can tell every rank (abort) does, so the
+  // others stop at once instead of at their own timeouts.
+  void tell_others(int peer, const std::string& reason) {
+    if constexpr (requires(T& t) { t.abort(0, std::string_view{}); }) {
+      transport_->abort(transport_rank(peer), reason);
+    }
   }
 
   [[noreturn]] void fail(errc code, const std::string& message) {

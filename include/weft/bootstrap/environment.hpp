@@ -1,0 +1,130 @@
+// weft/bootstrap/environment.hpp — who am I, how many are we, and where do we meet.
+//
+// Reads the rank, the world size and the rendezvous address that a launcher put in the
+// environment, so one binary runs unchanged under weft-run, mpirun, srun and torchrun:
+//
+//   launcher          rank / size                              rendezvous
+//   weft-run, weft    WEFT_RANK / WEFT_SIZE                    WEFT_STORE (host:port)
+//   Open MPI mpirun   OMPI_COMM_WORLD_RANK / _SIZE             WEFT_STORE (pass it with -x)
+//   MPICH (Hydra)     PMI_RANK / PMI_SIZE                      WEFT_STORE (pass it with -env)
+//   Slurm srun        SLURM_PROCID / SLURM_NTASKS              WEFT_STORE (exported)
+//   torchrun          RANK / WORLD_SIZE                        MASTER_ADDR:MASTER_PORT
+//
+// weft's own variables win over a launcher's. WEFT_STORE_PATH names a directory on a shared
+// filesystem to meet through instead of rank 0's TCP store. WEFT_SECRET is the per-job secret
+// every connection must present; WEFT_BIND_ADDRESS the address this rank listens on.
+#pragma once
+
+#include "weft/error.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace weft::bootstrap {
+
+struct launch {
+  int rank = -1;
+  int size = -1;
+  int local_rank = -1;   // rank among the ranks of this machine, -1 when the launcher says not
+  int local_size = -1;
+  std::string launcher;  // which variables were read: "weft", "Open MPI", "MPICH", "Slurm", "torchrun"
+  std::string store;     // host:port of the TCP store rank 0 serves (empty when store_path is used)
+  std::string store_path;     // directory of a file store on a shared filesystem
+  std::string secret;         // the per-job secret, empty when none was given
+  std::string bind_address;   // where this rank listens; empty: chosen from the store's route
+};
+
+namespace detail {
+
+inline const char* variable(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+inline int parse_int(const char* name, const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < 0 || value > 1 << 24) {
+    throw error(errc::invalid_argument, std::string("environment variable ") + name + "='" + text +
+                                            "' is not a rank or a size");
+  }
+  return static_cast<int>(value);
+}
+
+// Reads one launcher's pair of variables; true when both were present.
+inline bool read_pair(launch& out, const char* launcher, const char* rank, const char* size,
+                      const char* local_rank, const char* local_size) {
+  const char* r = variable(rank);
+  const char* s = variable(size);
+  if (r == nullptr || s == nullptr) return false;
+  out.launcher = launcher;
+  out.rank = parse_int(rank, r);
+  out.size = parse_int(size, s);
+  if (const char* lr = local_rank ? variable(local_rank) : nullptr) out.local_rank = parse_int(local_rank, lr);
+  if (const char* ls = local_size ? variable(local_size) : nullptr) out.local_size = parse_int(local_size, ls);
+  return true;
+}
+
+}  // namespace detail
+
+// Reads the launch from the environment; throws errc::invalid_argument saying what is missing.
+inline launch from_environment() {
+  launch out;
+  const bool found =
+      detail::read_pair(out, "weft", "WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE") ||
+      detail::read_pair(out, "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE") ||
+      detail::read_pair(out, "MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS") ||
+      detail::read_pair(out, "Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr) ||
+      detail::read_pair(out, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  if (!found) {
+    throw error(errc::invalid_argument,
+                "no rank and size in the environment: start the program with weft-run -n N, "
+                "mpirun, srun or torchrun, or set WEFT_RANK and WEFT_SIZE");
+  }
+  if (out.size < 1 || out.rank >= out.size) {
+    throw error(errc::invalid_argument, "the environment (" + out.launcher + ") gives rank " +
+                                            std::to_string(out.rank) + " of " +
+                                            std::to_string(out.size) + " ranks");
+  }
+  if (const char* store = detail::variable("WEFT_STORE")) {
+    out.store = store;
+  } else if (const char* path = detail::variable("WEFT_STORE_PATH")) {
+    out.store_path = path;
+  } else if (const char* host = detail::variable("MASTER_ADDR")) {
+    const char* port = detail::variable("MASTER_PORT");
+    out.store = std::string(host) + ":" + (port ? port : "29500");
+  } else if (out.size > 1) {
+    throw error(errc::invalid_argument,
+                "rank " + std::to_string(out.rank) + " (" + out.launcher +
+                    ") has no rendezvous: set WEFT_STORE=host:port (the address rank 0 serves "
+                    "its store on) or WEFT_STORE_PATH=<shared directory>");
+  }
+  if (const char* secret = detail::variable("WEFT_SECRET")) out.secret = secret;
+  if (const char* bind = detail::variable("WEFT_BIND_ADDRESS")) out.bind_address = bind;
+  return out;
+}
+
+// Splits "host:port" (or "[v6]:port"); throws errc::invalid_argument when malformed.
+inline std::pair<std::string, unsigned short> split_address(std::string_view address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size()) {
+    throw error(errc::invalid_argument,
+                "address '" + std::string(address) + "' is not host:port");
+  }
+  std::string host(address.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port_text(address.substr(colon + 1));
+  char* end = nullptr;
+  const long port = std::strtol(port_text.c_str(), &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535) {
+    throw error(errc::invalid_argument, "address '" + std::string(address) + "' has no valid port");
+  }
+  return {host, static_cast<unsigned short>(port)};
+}
+
+}  // namespace weft::bootstrap

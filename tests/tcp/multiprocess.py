@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Multi-process tests of the TCP transport: real processes, real sockets, bounded in time.
+
+    multiprocess.py SCENARIO TCP_RANKS WEFT_RUN
+
+weft-run   the collective slice on 2, 3 and 4 processes under weft-run, and weft-run's own
+           behaviour: rank prefixes, a failing rank, a killed rank, --timeout
+failures   ranks started by hand from the environment: a rank killed mid-collective, a rank
+           that closes its transport, a rank that never starts, a store that never comes
+mpirun     the slice under Open MPI's mpirun --oversubscribe (skipped without mpirun)
+netns      two ranks in separate network namespaces joined by a veth pair (skipped where
+           namespaces cannot be made)
+
+Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the scenario
+cannot run on this machine.
+"""
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+SKIP = 77
+failures = []
+
+
+def check(condition, what, detail=""):
+    print(("ok   " if condition else "FAIL ") + what)
+    if not condition:
+        failures.append(what)
+        if detail:
+            print("     " + detail.replace("\n", "\n     ")[:4000])
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run(command, timeout, env=None):
+    started = time.monotonic()
+    try:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                                env=env, text=True)
+        return result.returncode, result.stdout, time.monotonic() - started
+    except subprocess.TimeoutExpired as expired:
+        output = expired.stdout or ""
+        return None, output if isinstance(output, str) else output.decode(errors="replace"), timeout
+
+
+def rank_environment(rank, size, port, timeout_ms, extra=None):
+    env = dict(os.environ)
+    env.update({"WEFT_RANK": str(rank), "WEFT_SIZE": str(size), "WEFT_STORE": "127.0.0.1:%d" % port,
+                "WEFT_SECRET": "multiprocess-test", "WEFT_TIMEOUT_MS": str(timeout_ms)})
+    env.update(extra or {})
+    return env
+
+
+def start_ranks(ranks, size, command, timeout_ms, port=None):
+    port = port or free_port()
+    return {rank: subprocess.Popen(command, env=rank_environment(rank, size, port, timeout_ms),
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for rank in ranks}
+
+
+def collect(processes, timeout):
+    """Waits for every process (killing what outlives the timeout); returns {rank: (code, output)}."""
+    deadline = time.monotonic() + timeout
+    results = {}
+    for rank, process in processes.items():
+        try:
+            output, _ = process.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            results[rank] = (process.returncode, output)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+            results[rank] = (None, output)
+    return results
+
+
+def scenario_weft_run(ranks_program, weft_run):
+    for size in (2, 3, 4):
+        code, output, took = run([sys.executable, weft_run, "-n", str(size), "--timeout", "240", "--",
+                                  ranks_program, "slice"], timeout=300)
+        lines = [line for line in output.splitlines() if "slice ok on %d ranks (weft)" % size in line]
+        prefixes = sorted(line.split("]")[0] + "]" for line in lines)
+        check(code == 0 and prefixes == ["[%d]" % r for r in range(size)],
+              "weft-run -n %d: the collective slice passes on every rank (%.1f s)" % (size, took), output)
+
+    code, output, _ = run([sys.executable, weft_run, "-n", "3", "--", "sh", "-c", "echo hello $WEFT_RANK of $WEFT_SIZE"], 60)
+    check(code == 0 and all("[%d] hello %d of 3" % (r, r) in output for r in range(3)),
+          "weft-run prefixes every line with its rank", output)
+
+    code, output, took = run([sys.executable, weft_run, "-n", "3", "--", "sh", "-c",
+                              'if [ "$WEFT_RANK" = 1 ]; then exit 3; fi; sleep 60'], 60)
+    check(code == 3 and "rank 1 exited with status 3" in output and took < 20,
+          "weft-run: a failing rank stops the job with its status, named (%.1f s)" % took, output)
+
+    code, output, took = run([sys.executable, weft_run, "-n", "3", "--", "sh", "-c",
+                              'if [ "$WEFT_RANK" = 2 ]; then kill -9 $$; fi; sleep 60'], 60)
+    check(code == 137 and "rank 2 was killed by SIGKILL" in output and took < 20,
+          "weft-run: a killed rank stops the job, named with its signal (%.1f s)" % took, output)
+
+    code, output, took = run([sys.executable, weft_run, "-n", "2", "--timeout", "1", "--", "sleep", "60"], 60)
+    check(code == 124 and "--timeout" in output and took < 20, "weft-run --timeout stops a job that hangs", output)
+
+    code, output, _ = run([sys.executable, weft_run, "-n", "2", "--", "/nonexistent/program"], 60)
+    check(code != 0 and "cannot start" in output, "weft-run: a program that cannot start is an error", output)
+
+
+def failure_run(ranks_program, mode, size, victim):
+    processes = start_ranks(range(size), size, [ranks_program, mode, str(victim)], timeout_ms=30000)
+    survivors = {r: p for r, p in processes.items() if r != victim}
+    results = collect(survivors, timeout=90)
+    times = []
+    for rank, (code, output) in results.items():
+        detected = re.search(r"detected in ([-0-9.]+) ms", output)
+        if detected:
+            times.append(float(detected.group(1)))
+        check(code == 0 and "rebuilt a world of %d ranks without rank %d" % (size - 1, victim) in output,
+              "%s: rank %d got peer_lost naming rank %d, was refused after, and rebuilt the world"
+              % (mode, rank, victim), output)
+    victim_process = processes[victim]
+    if victim_process.poll() is None:
+        victim_process.kill()
+    victim_output, _ = victim_process.communicate()
+    if mode == "kill":
+        check(victim_process.returncode == -9, "kill: the victim died of SIGKILL", victim_output)
+    if times:
+        print("     detection times (ms after the event): " + ", ".join("%.1f" % t for t in times))
+        check(max(times) < 5000, "%s: every rank knew within 5 s (max %.1f ms)" % (mode, max(times)))
+
+
+def scenario_failures(ranks_program):
+    failure_run(ranks_program, "kill", 4, 2)
+    failure_run(ranks_program, "close", 4, 1)
+    failure_run(ranks_program, "kill", 3, 1)
+
+    # Rank 3 of 4 never starts: the others time out at start-up, naming it.
+    processes = start_ranks(range(3), 4, [ranks_program, "slice"], timeout_ms=2000)
+    started = time.monotonic()
+    results = collect(processes, timeout=30)
+    took = time.monotonic() - started
+    for rank, (code, output) in results.items():
+        check(code == 3 and "weft: timeout:" in output and "rank(s) 3" in output,
+              "a rank that never starts: rank %d times out at start-up naming rank 3" % rank, output)
+    check(took < 10, "a rank that never starts: detected within the 2 s timeout (+ start-up), %.1f s" % took)
+
+    # Rank 0 (the store) never starts: the others say they could not reach it.
+    processes = start_ranks([1, 2], 3, [ranks_program, "slice"], timeout_ms=1500)
+    for rank, (code, output) in collect(processes, timeout=30).items():
+        check(code == 3 and "could not reach the tcp store" in output,
+              "no rank 0: rank %d times out reaching the store" % rank, output)
+
+    # A wrong secret on one rank: it is refused, by the store, with a message saying why.
+    port = free_port()
+    processes = {rank: subprocess.Popen(
+        [ranks_program, "slice"],
+        env=rank_environment(rank, 2, port, 3000, {"WEFT_SECRET": "other" if rank == 1 else "multiprocess-test"}),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)}
+    results = collect(processes, timeout=30)
+    check(results[1][0] == 3 and "WEFT_SECRET" in results[1][1],
+          "a rank with the wrong secret is refused and told why", results[1][1])
+    check(results[0][0] == 3 and "dropped a connection" in results[0][1] and "wrong secret" in results[0][1],
+          "rank 0 logs the refused connection and times out naming rank 1", results[0][1])
+
+
+def scenario_mpirun(ranks_program):
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("SKIP: mpirun is not installed (Debian: openmpi-bin); weft under mpirun was not tested here")
+        return SKIP
+    port = free_port()
+    command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "3",
+               "-x", "WEFT_STORE=127.0.0.1:%d" % port, "-x", "WEFT_SECRET=" + secrets.token_hex(8),
+               "-x", "WEFT_TIMEOUT_MS=60000", ranks_program, "slice"]
+    env = dict(os.environ)
+    for name in ("WEFT_RANK", "WEFT_SIZE"):
+        env.pop(name, None)
+    code, output, took = run(command, timeout=300, env=env)
+    check(code == 0 and output.count("slice ok on 3 ranks (Open MPI)") == 3,
+          "mpirun --oversubscribe -n 3: the collective slice passes on every rank (%.1f s)" % took, output)
+    return None
+
+
+def scenario_netns(ranks_program):
+    ip = shutil.which("ip")
+    if ip is None or os.geteuid() != 0:
+        print("SKIP: network namespaces need root and iproute2 (ip); the two-host run was not tested here")
+        return SKIP
+    tag = "%x" % (os.getpid() & 0xffff)
+    a, b = "weft-a-" + tag, "weft-b-" + tag
+    veth_a, veth_b = "wfa" + tag, "wfb" + tag
+    setup = [[ip, "netns", "add", a], [ip, "netns", "add", b],
+             [ip, "link", "add", veth_a, "type", "veth", "peer", "name", veth_b],
+             [ip, "link", "set", veth_a, "netns", a], [ip, "link", "set", veth_b, "netns", b],
+             [ip, "-n", a, "addr", "add", "198.18.0.1/24", "dev", veth_a],
+             [ip, "-n", b, "addr", "add", "198.18.0.2/24", "dev", veth_b],
+             [ip, "-n", a, "link", "set", veth_a, "up"], [ip, "-n", b, "link", "set", veth_b, "up"],
+             [ip, "-n", a, "link", "set", "lo", "up"], [ip, "-n", b, "link", "set", "lo", "up"]]
+    try:
+        for step in setup:
+            result = subprocess.run(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if result.returncode != 0:
+                print("SKIP: cannot build the two namespaces (%s: %s); the two-host run was not tested here"
+                      % (" ".join(step[1:]), result.stdout.strip()))
+                return SKIP
+        port = 29000 + os.getpid() % 1000
+        processes = {}
+        for rank, namespace in ((0, a), (1, b)):
+            env = rank_environment(rank, 2, port, 60000, {"WEFT_STORE": "198.18.0.1:%d" % port})
+            processes[rank] = subprocess.Popen([ip, "netns", "exec", namespace, ranks_program, "slice"], env=env,
+                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for rank, (code, output) in collect(processes, timeout=240).items():
+            check(code == 0 and "slice ok on 2 ranks" in output,
+                  "two network namespaces over a veth pair: rank %d passes the slice" % rank, output)
+    finally:
+        for namespace in (a, b):
+            subprocess.run([ip, "netns", "del", namespace], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return None
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    scenario, ranks_program, weft_run = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
+    outcome = None
+    if scenario == "weft-run":
+        scenario_weft_run(ranks_program, weft_run)
+    elif scenario == "failures":
+        scenario_failures(ranks_program)
+    elif scenario == "mpirun":
+        outcome = scenario_mpirun(ranks_program)
+    elif scenario == "netns":
+        outcome = scenario_netns(ranks_program)
+    else:
+        print("unknown scenario " + scenario)
+        return 2
+    if outcome == SKIP:
+        return SKIP
+    print("%d check(s) failed" % len(failures) if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

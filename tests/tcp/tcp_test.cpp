@@ -1,0 +1,570 @@
+// The TCP transport and the bootstrap, in one process: each rank is a thread with its own
+// transport, sockets and store client, meeting through a store served on loopback. The
+// multi-process runs (weft-run, mpirun, killed ranks, network namespaces) are in multiprocess.py.
+#include "../collective_cases.hpp"
+#include "../transport_conformance.hpp"
+
+#include <weft/bootstrap/environment.hpp>
+#include <weft/bootstrap/file_store.hpp>
+#include <weft/transport/tcp.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+using namespace weft_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+using tcp_comm = weft::communicator<weft::tcp::transport>;
+constexpr const char* secret = "tcp-test-secret";
+
+weft::tcp::config test_config(std::chrono::milliseconds timeout = 20s) {
+  weft::tcp::config settings;
+  settings.secret = secret;
+  settings.connect_timeout = timeout;
+  settings.bind_address = "127.0.0.1";
+  return settings;
+}
+
+// A job of `size` thread-ranks meeting through one store.
+class job {
+ public:
+  explicit job(int size) : size_(size) {}
+
+  weft::tcp::transport make(int rank, const weft::tcp::config& settings = test_config()) {
+    weft::bootstrap::tcp_store meeting("127.0.0.1", server_.port(), secret,
+                                       weft::deadline_clock::now() + settings.connect_timeout);
+    return weft::tcp::transport(rank, size_, &meeting, settings);
+  }
+
+  unsigned short store_port() const { return server_.port(); }
+  const weft::bootstrap::tcp_store_server& server() const { return server_; }
+
+  // Runs fn(comm) on every rank; exceptions are recorded in sink.
+  void run(failures& sink, const std::function<void(tcp_comm&)>& fn, std::size_t chunk = 4096) {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < size_; ++rank) {
+      threads.emplace_back([&, rank] {
+        try {
+          auto transport = make(rank);
+          tcp_comm comm(transport, test_options(chunk));
+          fn(comm);
+        } catch (const std::exception& failure) {
+          sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+  }
+
+ private:
+  int size_;
+  weft::bootstrap::tcp_store_server server_{"127.0.0.1", 0, secret};
+};
+
+std::span<const std::byte> bytes_of(const auto& values) { return std::as_bytes(std::span(values)); }
+std::span<std::byte> writable_bytes_of(auto&& values) { return std::as_writable_bytes(std::span(values)); }
+
+bool wait_for(weft::tcp::transport& transport, weft::tcp::transport::request& request,
+              std::chrono::milliseconds limit = 20s) {
+  return transport.wait(request, weft::deadline_clock::now() + limit);
+}
+
+}  // namespace
+
+TEST_CASE("conformance: the tcp transport", "[tcp]") {
+  job three(3);
+  failures sink;
+  transport_conformance_ranks(sink, [&](int rank) { return three.make(rank); });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("every collective and algorithm over tcp, 1 to 5 ranks", "[tcp]") {
+  const int p = GENERATE(1, 2, 3, 4, 5);
+  job world(p);
+  failures sink;
+  const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000, 65539};
+  world.run(sink, [&](tcp_comm& comm) { collective_slice(comm, sink, counts); });
+  INFO("ranks " << p << ": " << sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("large messages cross tcp intact, bitwise equal on every rank", "[tcp]") {
+  job world(3);
+  failures sink;
+  constexpr std::size_t count = std::size_t{8} << 20;  // 32 MiB of floats
+  world.run(sink, [&](tcp_comm& comm) {
+    std::vector<float> data(count);
+    std::mt19937 random(static_cast<unsigned>(comm.rank()) + 11);
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    for (auto& x : data) x = uniform(random);
+    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+    std::vector<float> first(data.begin(), data.begin() + 1024);
+    // Everyone compares with rank 0's result, bit for bit.
+    std::vector<float> rank0 = data;
+    weft::broadcast(comm, std::span<float>(rank0), 0);
+    if (std::memcmp(rank0.data(), data.data(), count * sizeof(float)) != 0) {
+      sink.add("rank " + std::to_string(comm.rank()) + " differs from rank 0");
+    }
+  }, 1 << 20);
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("early messages wait in a bounded queue; a large one waits in the socket", "[tcp]") {
+  job world(2);
+  failures sink;
+  std::vector<std::thread> threads;
+  constexpr std::size_t limit = 4096;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto settings = test_config();
+        settings.unexpected_limit = limit;
+        auto transport = world.make(rank, settings);
+        std::vector<std::vector<int>> small(20, std::vector<int>(256));  // 1 KiB each
+        std::vector<char> large(std::size_t{1} << 20);
+        int go = 0;
+        if (rank == 0) {
+          std::vector<weft::tcp::transport::request> sends;
+          for (int i = 0; i < 20; ++i) {
+            std::fill(small[static_cast<std::size_t>(i)].begin(), small[static_cast<std::size_t>(i)].end(), i);
+            sends.push_back(transport.send(1, bytes_of(small[static_cast<std::size_t>(i)]), static_cast<weft::tag_t>(i)));
+          }
+          std::fill(large.begin(), large.end(), 'x');
+          sends.push_back(transport.send(1, bytes_of(large), 100));
+          for (auto& send : sends) {
+            if (!wait_for(transport, send)) sink.add("rank 0: a send did not complete");
+          }
+          auto done = transport.recv(1, writable_bytes_of(std::span(&go, 1)), 200);
+          if (!wait_for(transport, done)) sink.add("rank 0: no final word");
+        } else {
+          std::this_thread::sleep_for(200ms);
+          for (int i = 0; i < 50; ++i) {
+            int dummy = 0;
+            auto probe = transport.recv(0, writable_bytes_of(std::span(&dummy, 1)), 999);
+            transport.test(probe);
+            if (transport.unexpected_bytes() > limit) sink.add("unexpected queue above its bound");
+          }
+          auto big = transport.recv(0, writable_bytes_of(large), 100);
+          for (int i = 0; i < 20; ++i) {
+            auto& into = small[static_cast<std::size_t>(i)];
+            auto receive = transport.recv(0, writable_bytes_of(into), static_cast<weft::tag_t>(i));
+            if (!wait_for(transport, receive) || into.front() != i || into.back() != i) {
+              sink.add("message " + std::to_string(i) + " wrong or missing");
+            }
+            if (transport.unexpected_bytes() > limit) sink.add("unexpected queue above its bound");
+          }
+          if (!wait_for(transport, big) || large.front() != 'x' || large.back() != 'x') {
+            sink.add("the large message is wrong or missing");
+          }
+          auto done = transport.send(0, bytes_of(std::span(&go, 1)), 200);
+          if (!wait_for(transport, done)) sink.add("rank 1: final word not sent");
+        }
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("a receive dropped mid-message leaves the message to the next receive", "[tcp]") {
+  job world(2);
+  failures sink;
+  std::vector<std::thread> threads;
+  constexpr std::size_t count = std::size_t{8} << 20;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto transport = world.make(rank);
+        std::vector<std::uint32_t> data(count);
+        if (rank == 0) {
+          for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::uint32_t>(i * 2654435761u);
+          auto send = transport.send(1, bytes_of(data), 7);
+          if (!wait_for(transport, send)) sink.add("rank 0: send did not complete");
+          int done = 0;
+          auto finish = transport.recv(1, writable_bytes_of(std::span(&done, 1)), 8);
+          if (!wait_for(transport, finish)) sink.add("rank 0: no final word");
+        } else {
+          std::vector<std::uint32_t> abandoned(count, 0);
+          {
+            auto first = transport.recv(0, writable_bytes_of(abandoned), 7);
+            transport.wait(first, weft::deadline_clock::now() + 2ms);  // part of it may be in
+          }
+          auto second = transport.recv(0, writable_bytes_of(data), 7);
+          if (!wait_for(transport, second)) sink.add("rank 1: the message never came");
+          for (std::size_t i = 0; i < count; ++i) {
+            if (data[i] != static_cast<std::uint32_t>(i * 2654435761u)) {
+              sink.add("rank 1: word " + std::to_string(i) + " wrong after the cancelled receive");
+              break;
+            }
+          }
+          int done = 1;
+          auto finish = transport.send(0, bytes_of(std::span(&done, 1)), 8);
+          if (!wait_for(transport, finish)) sink.add("rank 1: final word not sent");
+        }
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("a message of the wrong size is an error naming both sizes", "[tcp]") {
+  job world(2);
+  std::string message;
+  std::thread other([&] {
+    auto transport = world.make(1);
+    std::int64_t value = 5;
+    auto send = transport.send(0, bytes_of(std::span(&value, 1)), 3);
+    wait_for(transport, send);
+    int done = 0;
+    auto finish = transport.recv(0, writable_bytes_of(std::span(&done, 1)), 4);
+    wait_for(transport, finish);
+  });
+  {
+    auto transport = world.make(0);
+    std::int64_t two[2] = {0, 0};
+    auto receive = transport.recv(1, writable_bytes_of(two), 3);
+    try {
+      wait_for(transport, receive);
+    } catch (const weft::error& failure) {
+      CHECK(failure.code() == weft::errc::transport);
+      message = failure.what();
+    }
+    int done = 0;
+    auto finish = transport.send(1, bytes_of(std::span(&done, 1)), 4);
+    wait_for(transport, finish);
+  }
+  other.join();
+  CHECK_THAT(message, Catch::Contains("expected 16 bytes from rank 1") && Catch::Contains("has 8 bytes"));
+}
+
+TEST_CASE("a peer that closes its transport gives peer_lost, and the communicator then refuses", "[tcp]") {
+  job world(2);
+  std::string first, second;
+  std::chrono::milliseconds detected{};
+  std::atomic<bool> rank1_ready{false};
+  std::thread leaver([&] {
+    auto transport = world.make(1);
+    rank1_ready = true;
+    std::this_thread::sleep_for(100ms);
+  });  // the transport closes here, while rank 0 waits for a message from it
+  {
+    auto transport = world.make(0);
+    tcp_comm comm(transport, test_options());
+    std::vector<int> data(10, 1);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+    } catch (const weft::error& failure) {
+      CHECK(failure.code() == weft::errc::peer_lost);
+      first = failure.what();
+    }
+    detected = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    try {
+      weft::allreduce(comm, std::span<int>(data), weft::sum{});
+    } catch (const weft::error& failure) {
+      second = failure.what();
+    }
+  }
+  leaver.join();
+  CHECK_THAT(first, Catch::Contains("rank 1 closed its transport") && Catch::Contains("allreduce"));
+  CHECK(detected < 5s);
+  CHECK_THAT(second, Catch::Contains("refuses allreduce") && Catch::Contains("build a new communicator"));
+}
+
+TEST_CASE("start-up times out naming the rank that never came", "[tcp]") {
+  job world(3);  // rank 2 never starts
+  std::string messages[2];
+  std::chrono::milliseconds took[2]{};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        auto transport = world.make(rank, test_config(1500ms));
+      } catch (const weft::error& failure) {
+        if (failure.code() == weft::errc::timeout) messages[rank] = failure.what();
+      }
+      took[rank] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << messages[rank]);
+    CHECK_THAT(messages[rank], Catch::Contains("rank(s) 2") && Catch::Contains("at start-up"));
+    CHECK(took[rank] < 4s);
+  }
+}
+
+TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tcp][fuzz]") {
+  job world(2);
+  failures sink;
+  std::atomic<bool> fuzzing_done{false};
+  std::atomic<int> bad_connections{0};
+  std::string target;
+  std::atomic<bool> target_known{false};
+  std::atomic<std::uint64_t> rejected{0};
+
+  std::thread fuzzer([&] {
+    while (!target_known) std::this_thread::sleep_for(1ms);
+    auto [host, port] = weft::bootstrap::split_address(target);
+    boost::asio::io_context io;
+    const boost::asio::ip::tcp::endpoint where(boost::asio::ip::make_address(host), port);
+    std::mt19937 random(42);
+    auto hello = [](std::uint32_t version, std::uint32_t rank, std::uint32_t size, std::string_view key) {
+      std::vector<std::byte> out(24 + key.size());
+      std::memcpy(out.data(), "WEFTTCP1", 8);
+      weft::bootstrap::store_detail::put32(out.data() + 8, version);
+      weft::bootstrap::store_detail::put32(out.data() + 12, rank);
+      weft::bootstrap::store_detail::put32(out.data() + 16, size);
+      weft::bootstrap::store_detail::put32(out.data() + 20, static_cast<std::uint32_t>(key.size()));
+      std::memcpy(out.data() + 24, key.data(), key.size());
+      return out;
+    };
+    for (int round = 0; round < 40; ++round) {
+      std::vector<std::vector<std::byte>> frames;
+      std::vector<std::byte> noise(random() % 300);
+      for (auto& b : noise) b = static_cast<std::byte>(random());
+      frames.push_back(noise);                                   // random bytes
+      auto good = hello(1, 1, 2, secret);
+      frames.emplace_back(good.begin(), good.begin() + 13);      // truncated hello
+      frames.push_back(hello(7, 1, 2, secret));                  // wrong version
+      frames.push_back(hello(1, 1, 9, secret));                  // wrong world size
+      frames.push_back(hello(1, 1, 2, "not-the-secret"));        // wrong secret
+      frames.push_back(hello(1, 1, 2, secret));                  // rank 1 is already connected
+      auto oversized = hello(1, 1, 2, "");
+      weft::bootstrap::store_detail::put32(oversized.data() + 20, 0xffffffffu);
+      frames.push_back(oversized);                               // absurd secret length
+      auto header = hello(1, 1, 2, secret);                      // a data frame without a hello
+      std::memcpy(header.data(), "\x01\0\0\0\0\0\0\0", 8);
+      frames.push_back(header);
+      for (auto& frame : frames) {
+        boost::asio::ip::tcp::socket socket(io);
+        boost::system::error_code ignored;
+        socket.connect(where, ignored);
+        if (ignored) continue;
+        boost::asio::write(socket, boost::asio::buffer(frame.data(), frame.size()), ignored);
+        ++bad_connections;
+        socket.shutdown(boost::asio::ip::tcp::socket::shutdown_send, ignored);
+      }
+    }
+    fuzzing_done = true;
+  });
+
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto transport = world.make(rank);
+        tcp_comm comm(transport, test_options());
+        if (rank == 0) {  // rank 0 listens: the higher rank connects to it
+          target = transport.address();
+          target_known = true;
+        }
+        int rounds = 0;
+        const auto give_up = std::chrono::steady_clock::now() + 30s;
+        while (true) {
+          std::vector<std::int64_t> data(1000);
+          for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::int64_t>(i) * (comm.rank() + 1);
+          weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{});
+          for (std::size_t i = 0; i < data.size(); ++i) {
+            if (data[i] != static_cast<std::int64_t>(i) * 3) {
+              sink.add("wrong result during fuzzing");
+              break;
+            }
+          }
+          ++rounds;
+          // Go on until every fuzzed connection has been turned away (or 30 s).
+          int more = 0;
+          if (rank == 0) {
+            more = (!fuzzing_done || transport.rejected_connections() < static_cast<std::uint64_t>(bad_connections)) &&
+                   std::chrono::steady_clock::now() < give_up;
+            rejected = transport.rejected_connections();
+          }
+          weft::broadcast(comm, std::span(&more, 1), 0);
+          if (!more) break;
+        }
+        if (rounds < 2) sink.add("too few rounds");
+        if (transport.unexpected_bytes() != 0) sink.add("bytes left in the unexpected queue");
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  fuzzer.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+  CHECK(bad_connections > 300);
+  CHECK(rejected == static_cast<std::uint64_t>(bad_connections));
+}
+
+TEST_CASE("the tcp store serves set and get, times out, and drops bad clients", "[tcp][store]") {
+  weft::bootstrap::tcp_store_server server("127.0.0.1", 0, "s");
+  weft::bootstrap::tcp_store a("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
+  weft::bootstrap::tcp_store b("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
+  std::thread later([&] {
+    std::this_thread::sleep_for(50ms);
+    a.set("key/with/slashes", std::string(100000, 'v'));
+  });
+  auto value = b.get("key/with/slashes", weft::deadline_clock::now() + 5s);
+  later.join();
+  REQUIRE(value);
+  CHECK(value->size() == 100000);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(b.get("never", weft::deadline_clock::now() + 200ms));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+
+  // Noise at the store: dropped, and the store still serves.
+  boost::asio::io_context io;
+  std::mt19937 random(7);
+  for (int i = 0; i < 50; ++i) {
+    boost::asio::ip::tcp::socket socket(io);
+    boost::system::error_code ignored;
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()}, ignored);
+    std::vector<unsigned char> noise(1 + random() % 100);
+    for (auto& c : noise) c = static_cast<unsigned char>(random());
+    if (i % 2 == 0) std::memcpy(noise.data(), "WEFTSTOR", std::min<std::size_t>(8, noise.size()));
+    boost::asio::write(socket, boost::asio::buffer(noise), ignored);
+  }
+  CHECK_THROWS_WITH(weft::bootstrap::tcp_store("127.0.0.1", server.port(), "wrong", weft::deadline_clock::now() + 5s),
+                    Catch::Contains("WEFT_SECRET"));
+  a.set("after", "noise");
+  CHECK(*b.get("after", weft::deadline_clock::now() + 5s) == "noise");
+  CHECK(server.rejected() >= 1);
+}
+
+TEST_CASE("the store client gives up on an absent store with a timeout", "[tcp][store]") {
+  unsigned short unused = 0;
+  {
+    weft::bootstrap::tcp_store_server probe("127.0.0.1", 0, "");
+    unused = probe.port();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    weft::bootstrap::tcp_store client("127.0.0.1", unused, "", weft::deadline_clock::now() + 500ms);
+    FAIL("connected to nothing");
+  } catch (const weft::error& failure) {
+    CHECK(failure.code() == weft::errc::timeout);
+    CHECK_THAT(failure.what(), Catch::Contains("could not reach the tcp store"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 3s);
+}
+
+TEST_CASE("the file store", "[tcp][store]") {
+  const auto directory = std::filesystem::temp_directory_path() / ("weft-file-store-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  {
+    weft::bootstrap::file_store a(directory), b(directory);
+    std::thread later([&] {
+      std::this_thread::sleep_for(30ms);
+      a.set("weft/tcp/3", "10.0.0.1:4000");
+    });
+    auto value = b.get("weft/tcp/3", weft::deadline_clock::now() + 5s);
+    later.join();
+    REQUIRE(value);
+    CHECK(*value == "10.0.0.1:4000");
+    CHECK_FALSE(b.get("weft/tcp/4", weft::deadline_clock::now() + 50ms));
+  }
+  std::filesystem::remove_all(directory);
+}
+
+namespace {
+// Sets the given variables for one test and clears every launcher variable around it.
+class environment {
+ public:
+  explicit environment(std::initializer_list<std::pair<const char*, const char*>> values) {
+    clear();
+    for (auto [name, value] : values) ::setenv(name, value, 1);
+  }
+  ~environment() { clear(); }
+
+ private:
+  static void clear() {
+    for (const char* name : {"WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE", "WEFT_STORE",
+                             "WEFT_STORE_PATH", "WEFT_SECRET", "WEFT_BIND_ADDRESS", "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID",
+                             "SLURM_NTASKS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                             "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+      ::unsetenv(name);
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("bootstrap reads every launcher's variables", "[tcp][bootstrap]") {
+  {
+    environment set({{"WEFT_RANK", "2"}, {"WEFT_SIZE", "4"}, {"WEFT_STORE", "127.0.0.1:5000"}, {"WEFT_SECRET", "k"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.rank == 2 && launch.size == 4 && launch.launcher == "weft" && launch.store == "127.0.0.1:5000" &&
+           launch.secret == "k"));
+  }
+  {
+    environment set({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"WEFT_STORE", "h:1"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.rank == 1 && launch.size == 3 && launch.local_rank == 1 && launch.launcher == "Open MPI"));
+  }
+  {
+    environment set({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"WEFT_STORE_PATH", "/shared/job"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.launcher == "MPICH" && launch.store_path == "/shared/job" && launch.store.empty()));
+  }
+  {
+    environment set({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"WEFT_STORE", "n1:29500"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.launcher == "Slurm" && launch.rank == 5 && launch.size == 8));
+  }
+  {
+    environment set({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29400"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.launcher == "torchrun" && launch.store == "10.1.2.3:29400"));
+  }
+  {
+    environment set({{"WEFT_RANK", "1"}, {"WEFT_SIZE", "2"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
+  }
+  {
+    environment set({{"WEFT_RANK", "4"}, {"WEFT_SIZE", "4"}, {"WEFT_STORE", "h:1"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("rank 4 of 4"));
+  }
+  {
+    environment set({{"WEFT_RANK", "x"}, {"WEFT_SIZE", "4"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("WEFT_RANK='x'"));
+  }
+  {
+    environment set({});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("weft-run"));
+  }
+  CHECK_THROWS_WITH(weft::bootstrap::split_address("nohost"), Catch::Contains("host:port"));
+  CHECK(weft::bootstrap::split_address("[::1]:80").first == "::1");
+}
+
+TEST_CASE("a session from the environment: one call to a ready communicator", "[tcp][bootstrap]") {
+  // Two ranks as threads cannot share one process environment, so a world of one rank stands in
+  // here; multiprocess.py runs sessions of 2 to 4 processes.
+  environment set({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "1"}});
+  auto job = weft::tcp::session::from_environment();
+  std::vector<int> data = {1, 2, 3};
+  weft::allreduce(job.comm(), std::span<int>(data), weft::sum{});
+  CHECK(data == std::vector<int>{1, 2, 3});
+  CHECK(job.launch().launcher == "weft");
+}

@@ -1,0 +1,1178 @@
+// weft/transport/tcp.hpp — ranks in different processes or machines, over TCP (Boost.Asio).
+//
+//   auto job = weft::tcp::session::from_environment();   // weft-run, mpirun, srun or torchrun
+//   weft::allreduce(job.comm(), std::span<float>(data), weft::sum{});
+//
+// Wiring. Every pair of ranks shares one connection, made at start-up: each rank listens,
+// publishes host:port in the bootstrap store, connects to every lower rank and accepts every
+// higher one. A connection begins with a hello carrying the protocol version, both ranks, the
+// world size and the job's secret; a connection that says anything else is logged and closed,
+// at start-up and for the rest of the job. TCP_NODELAY, 4 MiB socket buffers.
+//
+// Frames. A message travels as a 24-byte header (kind, tag, length) and its payload. A receive
+// posted before its message arrives is filled straight from the socket (large payloads are read
+// into the receive buffer itself, small ones pass through a 64 KiB inbox that also holds the
+// next headers); a message that arrives first waits in the unexpected queue, bounded by
+// config::unexpected_limit bytes: past it the connection stops reading, and TCP's flow control
+// holds the sender, until receives are posted.
+//
+// Progress. No background thread: the thread that waits (or tests) runs Asio's event loop
+// (io_context::run_one_until) over every connection, so sends and receives with all peers move
+// at once, in both directions, and nothing moves while no thread is inside the transport. A
+// send is first tried at once (often completing the send before the post returns); what does
+// not fit waits for the socket to drain. Measured against a background progress thread in
+// docs/performance.md.
+//
+// Failure. A connection that ends without the peer's goodbye (the process exited, crashed or
+// was killed) fails every pending and later request with errc::peer_lost naming that rank, and
+// this rank tells every other rank at once (an abort frame), so all ranks learn of it even if
+// they were not talking to it. A peer that closed its transport in order (goodbye) fails only
+// the requests that need it. The transport is used from one thread at a time.
+#pragma once
+
+#include "weft/bootstrap/environment.hpp"
+#include "weft/bootstrap/file_store.hpp"
+#include "weft/bootstrap/store.hpp"
+#include "weft/bootstrap/tcp_store.hpp"
+#include "weft/communicator.hpp"
+#include "weft/error.hpp"
+#include "weft/memory.hpp"
+#include "weft/transport.hpp"
+
+#include <utility>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/host_name.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace weft::tcp {
+
+// What a TCP transport can be tuned with; from_environment() reads the WEFT_TCP_* variables.
+struct config {
+  std::string bind_address;   // where to listen; empty: loopback when the store is on loopback,
+                              // else the local address of the route to the store
+  std::string secret;         // every connection must present it (empty: none)
+  std::string prefix = "weft";  // store keys start with it; a new world over one store needs a new one
+  std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // for the whole start-up
+  std::size_t unexpected_limit = std::size_t{256} << 20;  // bytes of early messages held
+  int socket_buffer_bytes = 4 << 20;                     // SO_SNDBUF and SO_RCVBUF
+
+  static config from_environment() {
+    config result;
+    if (const char* value = std::getenv("WEFT_TIMEOUT_MS")) {
+      result.connect_timeout = std::chrono::milliseconds(std::strtoll(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_TCP_UNEXPECTED_BYTES")) {
+      result.unexpected_limit = static_cast<std::size_t>(std::strtoull(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_TCP_SOCKET_BUFFER")) {
+      result.socket_buffer_bytes = static_cast<int>(std::strtol(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_BIND_ADDRESS")) result.bind_address = value;
+    if (const char* value = std::getenv("WEFT_SECRET")) result.secret = value;
+    return result;
+  }
+};
+
+namespace detail {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using weft::bootstrap::store_detail::get32;
+using weft::bootstrap::store_detail::put32;
+
+inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'T', 'C', 'P', '1'};
+inline constexpr std::uint32_t protocol_version = 1;
+inline constexpr std::size_t hello_bytes = 24;   // magic | version | rank | size | secret bytes
+inline constexpr std::size_t ack_bytes = 16;     // magic | version | rank
+inline constexpr std::size_t header_bytes = 24;  // kind | zero | tag | length
+inline constexpr std::size_t inbox_bytes = 64 << 10;
+inline constexpr std::size_t direct_read_bytes = 16 << 10;  // read payloads this large in place
+inline constexpr std::size_t max_abort_bytes = 4096;
+
+enum class frame : std::uint32_t { data = 1, abort = 2, goodbye = 3 };
+
+inline void put64(std::byte* out, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(value >> (8 * i));
+}
+inline std::uint64_t get64(const std::byte* in) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value |= std::uint64_t(std::to_integer<unsigned>(in[i])) << (8 * i);
+  return value;
+}
+
+enum class status : std::uint8_t { idle, posted, active, done, failed };
+
+struct message;
+
+// One posted send or receive (or a control frame the transport sends on its own).
+struct operation {
+  bool is_send = false;
+  int peer = 0;
+  tag_t tag = 0;
+  const std::byte* out = nullptr;  // send payload
+  std::byte* in = nullptr;         // receive buffer
+  std::size_t size = 0;
+  std::size_t offset = 0;  // send: header + payload bytes written; receive: payload bytes in
+  std::array<std::byte, header_bytes> header{};
+  status state = status::idle;
+  bool size_mismatch = false;   // a receive whose message had another size ...
+  std::size_t other_size = 0;   // ... namely this one
+  bool orphan = false;          // its request is gone; the transport frees it when written
+  std::vector<std::byte> owned;  // payload an orphaned or control send owns
+  message* source = nullptr;    // receive matched to an unexpected message still arriving
+};
+
+// A message that arrived before its receive was posted.
+struct message {
+  tag_t tag = 0;
+  std::vector<std::byte> data;
+  bool complete = false;
+  operation* claimed = nullptr;  // a receive waiting for the rest of it
+};
+
+struct connection {
+  explicit connection(asio::io_context& io) : socket(io), inbox(inbox_bytes) {}
+  int peer = -1;
+  tcp::socket socket;
+  bool open = false;
+  bool goodbye = false;  // the peer announced an orderly close
+  bool read_armed = false;
+  bool write_armed = false;
+  bool paused = false;   // a header waits for a receive or for room in the unexpected queue
+  std::deque<operation*> sends;  // the front one is being written
+  std::vector<std::byte> inbox;
+  std::size_t begin = 0, end = 0;
+  // The frame being read.
+  bool in_payload = false;
+  frame kind = frame::data;
+  tag_t tag = 0;
+  std::size_t length = 0, filled = 0;
+  std::byte* sink = nullptr;     // where the payload goes; nullptr: dropped
+  operation* target = nullptr;   // the receive it fills, if any
+  message* early = nullptr;      // or the unexpected message it fills
+  std::vector<std::byte> control;  // an abort frame's payload
+};
+
+// Everything a transport owns; it stays at one address while Asio handlers refer to it.
+class engine {
+ public:
+  engine(int rank, int size, bootstrap::store* meeting, const config& settings)
+      : rank_(rank), size_(size), settings_(settings), acceptor_(io_) {
+    if (size < 1 || rank < 0 || rank >= size) {
+      throw error(errc::invalid_argument, "tcp transport: rank " + std::to_string(rank) + " of " +
+                                              std::to_string(size) + " ranks");
+    }
+    if (settings.secret.size() > bootstrap::store_detail::max_secret_bytes) {
+      throw error(errc::invalid_argument, "tcp transport: the secret is longer than 256 bytes");
+    }
+    connections_.resize(static_cast<std::size_t>(size));
+    posted_.resize(static_cast<std::size_t>(size));
+    unexpected_.resize(static_cast<std::size_t>(size));
+    peer_reason_.resize(static_cast<std::size_t>(size));
+    if (size > 1) {
+      if (meeting == nullptr) {
+        throw error(errc::invalid_argument, "tcp transport: " + std::to_string(size) +
+                                                " ranks need a bootstrap store to meet through");
+      }
+      start_up(*meeting);
+    }
+  }
+
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  ~engine() {
+    // Say goodbye on every open connection after whatever is still queued, then close.
+    for (auto& owned : connections_) {
+      if (owned && owned->open) queue_control(*owned, frame::goodbye, {});
+    }
+    const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
+    auto queued = [&] {
+      for (auto& owned : connections_) {
+        if (owned && owned->open && !owned->sends.empty()) return true;
+      }
+      return false;
+    };
+    io_.restart();
+    while (queued() && io_.run_one_until(limit) != 0) {
+    }
+    for (auto& owned : connections_) {
+      if (owned && owned->open) {
+        boost::system::error_code ignored;
+        owned->socket.shutdown(tcp::socket::shutdown_send, ignored);
+        owned->socket.close(ignored);
+      }
+    }
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::string listening_address() const { return address_; }
+  std::uint64_t rejected_connections() const { return rejected_.count(); }
+  std::size_t unexpected_bytes() const { return unexpected_bytes_; }
+
+  operation* post_send(int peer, std::span<const std::byte> data, tag_t tag) {
+    check_peer(peer, "send to");
+    operation* op = acquire();
+    op->is_send = true;
+    op->peer = peer;
+    op->tag = tag;
+    op->out = data.data();
+    op->size = data.size();
+    op->state = status::posted;
+    if (peer == rank_) {
+      if (operation* receive = take_posted(rank_, tag)) {
+        complete_pair_locally(op, receive);
+      } else {
+        self_sends_.push_back(op);
+      }
+      return op;
+    }
+    connection& c = *connections_[static_cast<std::size_t>(peer)];
+    if (!c.open) {
+      op->state = status::failed;
+      return op;
+    }
+    write_header(*op, frame::data, tag, data.size());
+    c.sends.push_back(op);
+    if (c.sends.size() == 1) flush(c);  // try at once: small sends finish before we return
+    return op;
+  }
+
+  operation* post_recv(int peer, std::span<std::byte> data, tag_t tag) {
+    check_peer(peer, "receive from");
+    operation* op = acquire();
+    op->is_send = false;
+    op->peer = peer;
+    op->tag = tag;
+    op->in = data.data();
+    op->size = data.size();
+    op->state = status::posted;
+    if (peer == rank_) {
+      auto found = std::find_if(self_sends_.begin(), self_sends_.end(),
+                                [&](operation* sent) { return sent->tag == tag; });
+      if (found != self_sends_.end()) {
+        operation* sent = *found;
+        self_sends_.erase(found);
+        complete_pair_locally(sent, op);
+      } else {
+        posted_[static_cast<std::size_t>(peer)].push_back(op);
+      }
+      return op;
+    }
+    // An early message of this tag from this peer comes first.
+    auto& early = unexpected_[static_cast<std::size_t>(peer)];
+    for (auto it = early.begin(); it != early.end(); ++it) {
+      message* m = it->get();
+      if (m->tag != tag || m->claimed != nullptr) continue;
+      if (m->complete) {
+        deliver_early(op, m);
+        early.erase(it);
+        resume_paused();
+      } else {
+        m->claimed = op;
+        op->source = m;
+        op->state = status::active;
+      }
+      return op;
+    }
+    connection& c = *connections_[static_cast<std::size_t>(peer)];
+    if (!c.open) {
+      op->state = status::failed;
+      return op;
+    }
+    posted_[static_cast<std::size_t>(peer)].push_back(op);
+    if (c.paused && c.tag == tag) resume(c);  // its message was held back for want of room
+    return op;
+  }
+
+  // True once done; throws when the operation cannot finish.
+  bool finished(operation* op) {
+    if (op->state == status::done) return true;
+    const std::string verb = op->is_send ? "sending " : "receiving ";
+    const std::string direction = op->is_send ? " bytes to rank " : " bytes from rank ";
+    if (op->state == status::failed && op->size_mismatch) {
+      throw error(errc::transport, "rank " + std::to_string(rank_) + " expected " +
+                                       std::to_string(op->size) + " bytes from rank " +
+                                       std::to_string(op->peer) + " but the message has " +
+                                       std::to_string(op->other_size) + " bytes (tag " +
+                                       std::to_string(op->tag) + ")");
+    }
+    if (lost_rank_ >= 0) {
+      throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
+                                       std::to_string(op->size) + direction + std::to_string(op->peer) +
+                                       ": rank " + std::to_string(lost_rank_) + " is lost (" +
+                                       lost_reason_ + ")");
+    }
+    if (op->state == status::failed) {
+      throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " cannot finish " + verb +
+                                       std::to_string(op->size) + direction + std::to_string(op->peer) +
+                                       ": " + peer_reason_[static_cast<std::size_t>(op->peer)]);
+    }
+    return false;
+  }
+
+  bool wait(operation* op, deadline_clock::time_point deadline) {
+    while (!finished(op)) {
+      if (deadline_clock::now() >= deadline) return false;
+      io_.restart();
+      if (io_.run_one_until(deadline) == 0) {  // nothing to wait on (a world of one rank)
+        std::this_thread::sleep_until(std::min(deadline, deadline_clock::now() + std::chrono::milliseconds(1)));
+      }
+    }
+    return true;
+  }
+
+  bool test(operation* op) {
+    io_.restart();
+    io_.poll();
+    return finished(op);
+  }
+
+  // The request is gone: withdraw the operation, or let it finish on the transport's own.
+  void cancel(operation* op) {
+    switch (op->state) {
+      case status::idle:
+      case status::done:
+      case status::failed:
+        release(op);
+        return;
+      case status::posted:
+        if (op->is_send) {
+          auto& queue = op->peer == rank_ ? self_sends_ : connections_[static_cast<std::size_t>(op->peer)]->sends;
+          if (op->peer != rank_ && !queue.empty() && queue.front() == op && op->offset > 0) {
+            orphan(op);  // partly written: the rest must follow, or the stream breaks
+            return;
+          }
+          queue.erase(std::find(queue.begin(), queue.end(), op));
+        } else {
+          auto& queue = posted_[static_cast<std::size_t>(op->peer)];
+          queue.erase(std::find(queue.begin(), queue.end(), op));
+        }
+        release(op);
+        return;
+      case status::active:
+        if (op->source != nullptr) {  // waiting on an early message: it stays for the next receive
+          op->source->claimed = nullptr;
+        } else {
+          // Being filled from the socket: the rest lands in an early message, with what is in.
+          connection& c = *connections_[static_cast<std::size_t>(op->peer)];
+          auto kept = std::make_unique<message>();
+          kept->tag = op->tag;
+          kept->data.assign(op->in, op->in + op->size);
+          c.target = nullptr;
+          c.early = kept.get();
+          c.sink = kept->data.data();
+          unexpected_bytes_ += op->size;
+          unexpected_[static_cast<std::size_t>(op->peer)].push_back(std::move(kept));
+        }
+        release(op);
+        return;
+    }
+  }
+
+  // Tells every connected rank that `culprit` failed (their waits then throw peer_lost naming
+  // it), and fails this rank's own pending requests the same way.
+  void abort(int culprit, std::string_view reason) {
+    if (culprit < 0 || culprit >= size_ || culprit == rank_ || lost_rank_ >= 0) return;
+    lost_rank_ = culprit;
+    lost_reason_ = std::string(reason);
+    broadcast_abort();
+  }
+
+ private:
+  // ---- start-up ------------------------------------------------------------------------------
+
+  void start_up(bootstrap::store& meeting) {
+    const auto deadline = deadline_clock::now() + settings_.connect_timeout;
+    listen(meeting);
+    meeting.set(key_of(rank_), address_);
+    // Accept the higher ranks while connecting to the lower ones.
+    accept();
+    for (int peer = 0; peer < rank_; ++peer) {
+      const auto where = meeting.get(key_of(peer), deadline);
+      if (!where) {
+        throw error(errc::timeout,
+                    "rank " + std::to_string(rank_) + " timed out after " +
+                        std::to_string(settings_.connect_timeout.count()) + " ms at start-up waiting for rank " +
+                        std::to_string(peer) + " to publish its address in the " + meeting.describe() +
+                        ": rank " + std::to_string(peer) +
+                        " has not started, or was given another WEFT_STORE or WEFT_SIZE");
+      }
+      connect(peer, *where);
+    }
+    io_.restart();
+    while (connected_ < size_ - 1 && !setup_failure_ && io_.run_one_until(deadline) != 0) {
+    }
+    if (setup_failure_) throw error(errc::transport, *setup_failure_);
+    if (connected_ < size_ - 1) {
+      std::string missing;
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer != rank_ && !connections_[static_cast<std::size_t>(peer)]) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
+        }
+      }
+      throw error(errc::timeout, "rank " + std::to_string(rank_) + " timed out after " +
+                                     std::to_string(settings_.connect_timeout.count()) +
+                                     " ms at start-up: no connection from rank(s) " + missing +
+                                     " (not started, or cannot reach " + address_ + ")");
+    }
+    for (auto& owned : connections_) {
+      if (!owned) continue;
+      owned->socket.non_blocking(true);
+      read_ready(*owned);
+    }
+  }
+
+  std::string key_of(int peer) const { return settings_.prefix + "/tcp/" + std::to_string(peer); }
+
+  void listen(bootstrap::store& meeting) {
+    std::string host = settings_.bind_address;
+    if (host.empty()) {
+      host = "127.0.0.1";
+      if (auto* remote = dynamic_cast<bootstrap::tcp_store*>(&meeting)) host = remote->local_address();
+    }
+    boost::system::error_code failure;
+    const auto ip = asio::ip::make_address(host, failure);
+    if (failure) {
+      throw error(errc::invalid_argument, "tcp transport: bind address '" + host + "' is not an IP address");
+    }
+    const tcp::endpoint where(ip, 0);
+    acceptor_.open(where.protocol(), failure);
+    if (!failure) acceptor_.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes), failure);
+    if (!failure) acceptor_.bind(where, failure);
+    if (!failure) acceptor_.listen(asio::socket_base::max_listen_connections, failure);
+    if (failure) {
+      throw error(errc::transport, "rank " + std::to_string(rank_) + " cannot listen on " + host +
+                                       ": " + failure.message());
+    }
+    std::string shown = ip.is_unspecified() ? asio::ip::host_name() : ip.to_string();
+    if (ip.is_v6() && !ip.is_unspecified()) shown = "[" + shown + "]";
+    address_ = shown + ":" + std::to_string(acceptor_.local_endpoint().port());
+  }
+
+  void tune(tcp::socket& socket) {
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    socket.set_option(asio::socket_base::send_buffer_size(settings_.socket_buffer_bytes), ignored);
+    socket.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes), ignored);
+  }
+
+  std::vector<std::byte> hello() const {
+    std::vector<std::byte> out(hello_bytes + settings_.secret.size());
+    std::memcpy(out.data(), hello_magic, 8);
+    put32(out.data() + 8, protocol_version);
+    put32(out.data() + 12, static_cast<std::uint32_t>(rank_));
+    put32(out.data() + 16, static_cast<std::uint32_t>(size_));
+    put32(out.data() + 20, static_cast<std::uint32_t>(settings_.secret.size()));
+    std::memcpy(out.data() + hello_bytes, settings_.secret.data(), settings_.secret.size());
+    return out;
+  }
+
+  // Connects to a lower rank: hello out, acknowledgement back.
+  void connect(int peer, const std::string& where) {
+    auto [host, port] = bootstrap::split_address(where);
+    auto c = std::make_unique<connection>(io_);
+    c->peer = peer;
+    boost::system::error_code failure;
+    tcp::resolver resolver(io_);
+    const auto endpoints = resolver.resolve(host, std::to_string(port), failure);
+    if (failure) {
+      throw error(errc::transport, "rank " + std::to_string(rank_) + " cannot resolve rank " +
+                                       std::to_string(peer) + "'s address " + where + ": " + failure.message());
+    }
+    auto* raw = c.get();
+    pending_connects_.push_back(std::move(c));
+    auto greeting = std::make_shared<std::vector<std::byte>>(hello());
+    auto reply = std::make_shared<std::array<std::byte, ack_bytes>>();
+    auto fail = [this, peer, where](const std::string& what) {
+      if (!setup_failure_) {
+        setup_failure_ = "rank " + std::to_string(rank_) + " could not connect to rank " +
+                         std::to_string(peer) + " at " + where + ": " + what;
+      }
+    };
+    asio::async_connect(raw->socket, endpoints,
+        [this, raw, peer, greeting, reply, fail](boost::system::error_code result, const tcp::endpoint&) {
+          if (result) return fail(result.message());
+          tune(raw->socket);  // after connecting: a ranged connect reopens the socket per attempt
+          asio::async_write(raw->socket, asio::buffer(*greeting),
+              [this, raw, peer, greeting, reply, fail](boost::system::error_code sent, std::size_t) {
+                if (sent) return fail(sent.message());
+                asio::async_read(raw->socket, asio::buffer(*reply),
+                    [this, raw, peer, reply, fail](boost::system::error_code answered, std::size_t) {
+                      if (answered) {
+                        return fail(answered == asio::error::eof
+                                        ? "it closed the connection (is WEFT_SECRET the same on every rank?)"
+                                        : answered.message());
+                      }
+                      if (std::memcmp(reply->data(), hello_magic, 8) != 0 ||
+                          get32(reply->data() + 8) != protocol_version ||
+                          get32(reply->data() + 12) != static_cast<std::uint32_t>(peer)) {
+                        return fail("it answered with something other than weft's acknowledgement");
+                      }
+                      adopt(peer, raw);
+                    });
+              });
+        });
+  }
+
+  // Moves a connecting socket that finished its handshake into the connection table.
+  void adopt(int peer, connection* raw) {
+    auto found = std::find_if(pending_connects_.begin(), pending_connects_.end(),
+                              [&](auto& owned) { return owned.get() == raw; });
+    connections_[static_cast<std::size_t>(peer)] = std::move(*found);
+    pending_connects_.erase(found);
+    raw->open = true;
+    ++connected_;
+  }
+
+  // Accepts connections for the life of the transport; only the expected hellos get through.
+  void accept() {
+    acceptor_.async_accept([this](boost::system::error_code failure, tcp::socket socket) {
+      if (failure == asio::error::operation_aborted) return;
+      if (!failure) greet(std::make_shared<tcp::socket>(std::move(socket)));
+      accept();
+    });
+  }
+
+  struct greeting {
+    explicit greeting(asio::io_context& io) : timer(io) {}
+    std::array<std::byte, hello_bytes> fixed{};
+    std::vector<std::byte> secret;
+    std::array<std::byte, ack_bytes> ack{};
+    asio::steady_timer timer;
+    std::string from;
+    bool over = false;
+  };
+
+  void greet(std::shared_ptr<tcp::socket> socket) {
+    if (greetings_ >= 256) {  // a flood of connections gets no buffers
+      rejected_.note(who(), "(too many connections in their hello at once)");
+      return;
+    }
+    ++greetings_;
+    auto state = std::make_shared<greeting>(io_);
+    boost::system::error_code ignored;
+    const auto remote = socket->remote_endpoint(ignored);
+    state->from = remote.address().to_string() + ":" + std::to_string(remote.port());
+    auto reject = [this, socket, state](const std::string& why) {
+      if (state->over) return;
+      state->over = true;
+      --greetings_;
+      rejected_.note(who(), "from " + state->from + ": " + why);
+      boost::system::error_code closing;
+      socket->close(closing);
+      state->timer.cancel();
+    };
+    state->timer.expires_after(std::chrono::seconds(5));
+    state->timer.async_wait([reject](boost::system::error_code failure) {
+      if (!failure) reject("no hello within 5 s");
+    });
+    asio::async_read(*socket, asio::buffer(state->fixed),
+        [this, socket, state, reject](boost::system::error_code failure, std::size_t) {
+          if (state->over) return;
+          if (failure) return reject("closed before a whole hello (" + failure.message() + ")");
+          const std::byte* in = state->fixed.data();
+          if (std::memcmp(in, hello_magic, 8) != 0) return reject("not a weft hello");
+          if (get32(in + 8) != protocol_version) {
+            return reject("protocol version " + std::to_string(get32(in + 8)) + ", this rank speaks " +
+                          std::to_string(protocol_version));
+          }
+          const std::uint32_t peer = get32(in + 12);
+          if (get32(in + 16) != static_cast<std::uint32_t>(size_)) {
+            return reject("it belongs to a world of " + std::to_string(get32(in + 16)) + " ranks, not " +
+                          std::to_string(size_));
+          }
+          if (peer <= static_cast<std::uint32_t>(rank_) || peer >= static_cast<std::uint32_t>(size_)) {
+            return reject("rank " + std::to_string(peer) + " does not connect to rank " + std::to_string(rank_));
+          }
+          if (connections_[peer]) return reject("rank " + std::to_string(peer) + " is already connected");
+          const std::uint32_t secret_bytes = get32(in + 20);
+          if (secret_bytes > bootstrap::store_detail::max_secret_bytes) return reject("oversized secret");
+          state->secret.resize(secret_bytes);
+          asio::async_read(*socket, asio::buffer(state->secret),
+              [this, socket, state, reject, peer](boost::system::error_code failure2, std::size_t) {
+                if (state->over) return;
+                if (failure2) return reject("closed before a whole hello (" + failure2.message() + ")");
+                const std::string_view offered(reinterpret_cast<const char*>(state->secret.data()),
+                                               state->secret.size());
+                if (!bootstrap::store_detail::same_secret(offered, settings_.secret)) {
+                  return reject("wrong secret");
+                }
+                if (connections_[peer]) return reject("rank " + std::to_string(peer) + " is already connected");
+                state->over = true;
+                --greetings_;
+                state->timer.cancel();
+                auto c = std::make_unique<connection>(io_);
+                c->peer = static_cast<int>(peer);
+                c->socket = std::move(*socket);
+                tune(c->socket);
+                auto* raw = c.get();
+                connections_[peer] = std::move(c);
+                std::memcpy(state->ack.data(), hello_magic, 8);
+                put32(state->ack.data() + 8, protocol_version);
+                put32(state->ack.data() + 12, static_cast<std::uint32_t>(rank_));
+                raw->open = true;
+                ++connected_;
+                boost::system::error_code answered;
+                asio::write(raw->socket, asio::buffer(state->ack), answered);
+                if (answered) lose(*raw, answered.message());
+              });
+        });
+  }
+
+  std::string who() const { return "rank " + std::to_string(rank_); }
+
+  // ---- sending -------------------------------------------------------------------------------
+
+  static void write_header(operation& op, frame kind, tag_t tag, std::size_t length) {
+    put32(op.header.data(), static_cast<std::uint32_t>(kind));
+    put32(op.header.data() + 4, 0);
+    put64(op.header.data() + 8, tag);
+    put64(op.header.data() + 16, length);
+  }
+
+  // Queues a frame the transport sends on its own (abort, goodbye).
+  void queue_control(connection& c, frame kind, std::vector<std::byte> payload) {
+    operation* op = acquire();
+    op->is_send = true;
+    op->peer = c.peer;
+    op->owned = std::move(payload);
+    op->out = op->owned.data();
+    op->size = op->owned.size();
+    op->orphan = true;
+    op->state = status::posted;
+    write_header(*op, kind, 0, op->size);
+    c.sends.push_back(op);
+    if (c.sends.size() == 1) flush(c);
+  }
+
+  // Writes queued frames, several per system call, until the queue is empty or the socket full.
+  void flush(connection& c) {
+    while (c.open && !c.sends.empty()) {
+      std::array<asio::const_buffer, 32> pieces;
+      std::size_t count = 0;
+      for (auto it = c.sends.begin(); it != c.sends.end() && count + 2 <= pieces.size(); ++it) {
+        operation& op = **it;
+        if (op.offset < header_bytes) {
+          pieces[count++] = asio::buffer(op.header.data() + op.offset, header_bytes - op.offset);
+        }
+        const std::size_t done = op.offset > header_bytes ? op.offset - header_bytes : 0;
+        if (op.size > done) pieces[count++] = asio::buffer(op.out + done, op.size - done);
+      }
+      boost::system::error_code failure;
+      std::size_t written = c.socket.write_some(std::span(pieces.data(), count), failure);
+      if (failure == asio::error::would_block || failure == asio::error::try_again) {
+        arm_write(c);
+        return;
+      }
+      if (failure) return lose(c, failure.message());
+      while (written > 0 && !c.sends.empty()) {
+        operation* op = c.sends.front();
+        const std::size_t left = header_bytes + op->size - op->offset;
+        const std::size_t take = std::min(left, written);
+        op->offset += take;
+        written -= take;
+        if (op->offset < header_bytes + op->size) break;
+        c.sends.pop_front();
+        if (op->orphan) {
+          release(op);
+        } else {
+          op->state = status::done;
+        }
+      }
+    }
+  }
+
+  void arm_write(connection& c) {
+    if (c.write_armed) return;
+    c.write_armed = true;
+    c.socket.async_wait(tcp::socket::wait_write, [this, &c](boost::system::error_code failure) {
+      c.write_armed = false;
+      if (failure == asio::error::operation_aborted || !c.open) return;
+      flush(c);
+    });
+  }
+
+  // ---- receiving -----------------------------------------------------------------------------
+
+  // Reads what the socket has; arms the next wakeup. Reading once more after arming closes the
+  // window in which bytes arriving between the last read and the arming would go unnoticed.
+  void read_ready(connection& c) {
+    drain(c);
+    if (!c.open || c.paused || c.read_armed) return;
+    c.read_armed = true;
+    c.socket.async_wait(tcp::socket::wait_read, [this, &c](boost::system::error_code failure) {
+      c.read_armed = false;
+      if (failure == asio::error::operation_aborted || !c.open) return;
+      read_ready(c);
+    });
+    drain(c);
+  }
+
+  // Reads into `into`; 0 when the socket has nothing now (or the connection just ended).
+  std::size_t receive(connection& c, std::span<std::byte> into) {
+    boost::system::error_code failure;
+    const std::size_t got = c.socket.read_some(asio::buffer(into.data(), into.size()), failure);
+    if (failure == asio::error::would_block || failure == asio::error::try_again) return 0;
+    if (failure) {
+      lose(c, failure == asio::error::eof ? std::string("end of stream") : failure.message());
+      return 0;
+    }
+    return got;
+  }
+
+  void drain(connection& c) {
+    while (c.open && !c.paused) {
+      if (!c.in_payload) {
+        if (c.end - c.begin >= header_bytes) {
+          if (!parse_header(c)) return;
+          continue;
+        }
+        if (c.begin > 0) {  // keep the partial header at the front
+          std::memmove(c.inbox.data(), c.inbox.data() + c.begin, c.end - c.begin);
+          c.end -= c.begin;
+          c.begin = 0;
+        }
+        const std::size_t got = receive(c, std::span(c.inbox).subspan(c.end));
+        if (got == 0) return;
+        c.end += got;
+        continue;
+      }
+      const std::size_t remaining = c.length - c.filled;
+      if (c.end > c.begin) {
+        const std::size_t take = std::min(remaining, c.end - c.begin);
+        if (c.sink != nullptr) std::memcpy(c.sink + c.filled, c.inbox.data() + c.begin, take);
+        c.begin += take;
+        c.filled += take;
+      } else if (c.sink != nullptr && remaining >= direct_read_bytes) {
+        const std::size_t got = receive(c, {c.sink + c.filled, remaining});  // in place
+        if (got == 0) return;
+        c.filled += got;
+      } else {
+        c.begin = c.end = 0;
+        const std::size_t got = receive(c, c.inbox);
+        if (got == 0) return;
+        c.end = got;
+        continue;
+      }
+      if (c.filled == c.length) finish_payload(c);
+    }
+  }
+
+  // Starts the frame whose header is at the front of the inbox; false when it must wait.
+  bool parse_header(connection& c) {
+    const std::byte* in = c.inbox.data() + c.begin;
+    const std::uint32_t kind = get32(in);
+    c.tag = get64(in + 8);
+    c.length = static_cast<std::size_t>(get64(in + 16));
+    if (get32(in + 4) != 0 || kind < 1 || kind > 3 ||
+        (kind != static_cast<std::uint32_t>(frame::data) && c.length > max_abort_bytes)) {
+      lose(c, "it sent a malformed frame header");
+      return false;
+    }
+    c.kind = static_cast<frame>(kind);
+    c.filled = 0;
+    c.target = nullptr;
+    c.early = nullptr;
+    c.sink = nullptr;
+    if (c.kind == frame::data) {
+      if (!route(c)) {
+        c.paused = true;  // header stays in the inbox until a receive or room arrives
+        return false;
+      }
+    } else {
+      c.control.resize(c.length);
+      c.sink = c.control.data();
+    }
+    c.begin += header_bytes;
+    c.in_payload = true;
+    if (c.length == 0) finish_payload(c);
+    return true;
+  }
+
+  // Picks where a data frame's payload goes: its posted receive, else an early message.
+  bool route(connection& c) {
+    auto& queue = posted_[static_cast<std::size_t>(c.peer)];
+    auto found = std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == c.tag; });
+    if (found != queue.end()) {
+      operation* op = *found;
+      queue.erase(found);
+      if (op->size != c.length) {
+        op->size_mismatch = true;
+        op->other_size = c.length;
+        op->state = status::failed;  // the payload is read and dropped
+      } else {
+        op->state = status::active;
+        c.target = op;
+        c.sink = op->in;
+      }
+      return true;
+    }
+    if (unexpected_bytes_ + c.length > settings_.unexpected_limit) return false;
+    auto kept = std::make_unique<message>();
+    kept->tag = c.tag;
+    kept->data.resize(c.length);
+    c.early = kept.get();
+    c.sink = kept->data.data();
+    unexpected_bytes_ += c.length;
+    unexpected_[static_cast<std::size_t>(c.peer)].push_back(std::move(kept));
+    return true;
+  }
+
+  void finish_payload(connection& c) {
+    c.in_payload = false;
+    if (c.kind == frame::goodbye) {
+      c.goodbye = true;
+    } else if (c.kind == frame::abort) {
+      if (c.control.size() >= 4) {
+        const int failed = static_cast<int>(get32(c.control.data()));
+        const std::string reason(reinterpret_cast<const char*>(c.control.data()) + 4, c.control.size() - 4);
+        if (failed != rank_ && lost_rank_ < 0 && failed >= 0 && failed < size_) {
+          lost_rank_ = failed;
+          lost_reason_ = "reported by rank " + std::to_string(c.peer) + ": " + reason;
+        }
+      }
+    } else if (c.target != nullptr) {
+      c.target->state = status::done;
+    } else if (c.early != nullptr) {
+      message* m = c.early;
+      m->complete = true;
+      if (operation* waiting = m->claimed) {
+        auto& early = unexpected_[static_cast<std::size_t>(c.peer)];
+        auto it = std::find_if(early.begin(), early.end(), [&](auto& owned) { return owned.get() == m; });
+        waiting->source = nullptr;
+        deliver_early(waiting, m);
+        early.erase(it);
+        resume_paused();
+      }
+    }
+    c.target = nullptr;
+    c.early = nullptr;
+    c.sink = nullptr;
+  }
+
+  // Copies a complete early message into its receive and frees the room it held.
+  void deliver_early(operation* op, message* m) {
+    unexpected_bytes_ -= m->data.size();
+    if (m->data.size() != op->size) {
+      op->size_mismatch = true;
+      op->other_size = m->data.size();
+      op->state = status::failed;
+      return;
+    }
+    if (!m->data.empty()) std::memcpy(op->in, m->data.data(), m->data.size());
+    op->state = status::done;
+  }
+
+  void resume(connection& c) {
+    c.paused = false;
+    read_ready(c);
+  }
+
+  void resume_paused() {
+    for (auto& owned : connections_) {
+      if (owned && owned->open && owned->paused) resume(*owned);
+    }
+  }
+
+  // ---- failure -------------------------------------------------------------------------------
+
+  // The connection to c.peer ended: fail what needs it; without a goodbye, every rank hears.
+  void lose(connection& c, const std::string& why) {
+    if (!c.open) return;
+    c.open = false;
+    boost::system::error_code ignored;
+    c.socket.close(ignored);
+    const auto peer = static_cast<std::size_t>(c.peer);
+    const bool orderly = c.goodbye;
+    peer_reason_[peer] = orderly ? "rank " + std::to_string(c.peer) + " closed its transport"
+                                 : "the connection to rank " + std::to_string(c.peer) + " ended (" + why +
+                                       ") without a goodbye: rank " + std::to_string(c.peer) +
+                                       " exited, crashed or was killed, or the network failed";
+    for (operation* op : c.sends) {
+      if (op->orphan) {
+        release(op);
+      } else {
+        op->state = status::failed;
+      }
+    }
+    c.sends.clear();
+    if (c.target != nullptr) c.target->state = status::failed;
+    c.target = nullptr;
+    for (operation* op : posted_[peer]) op->state = status::failed;
+    posted_[peer].clear();
+    for (auto& m : unexpected_[peer]) {
+      if (!m->complete && m->claimed != nullptr) {
+        m->claimed->source = nullptr;
+        m->claimed->state = status::failed;
+        m->claimed = nullptr;
+      }
+    }
+    if (orderly || lost_rank_ >= 0) return;
+    lost_rank_ = c.peer;
+    lost_reason_ = peer_reason_[peer];
+    broadcast_abort();
+  }
+
+  // Sends (lost_rank_, lost_reason_) to every rank still connected.
+  void broadcast_abort() {
+    std::vector<std::byte> notice(4 + std::min(lost_reason_.size(), max_abort_bytes - 4));
+    put32(notice.data(), static_cast<std::uint32_t>(lost_rank_));
+    std::memcpy(notice.data() + 4, lost_reason_.data(), notice.size() - 4);
+    for (auto& other : connections_) {
+      if (other && other->open) queue_control(*other, frame::abort, notice);
+    }
+  }
+
+  // ---- bookkeeping ---------------------------------------------------------------------------
+
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size_) {
+      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + ": cannot " + what + " rank " +
+                                              std::to_string(peer) + " in a world of " +
+                                              std::to_string(size_) + " ranks");
+    }
+  }
+
+  operation* take_posted(int peer, tag_t tag) {
+    auto& queue = posted_[static_cast<std::size_t>(peer)];
+    auto found = std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == tag; });
+    if (found == queue.end()) return nullptr;
+    operation* op = *found;
+    queue.erase(found);
+    return op;
+  }
+
+  static void complete_pair_locally(operation* sent, operation* receive) {
+    if (sent->size != receive->size) {
+      receive->size_mismatch = true;
+      receive->other_size = sent->size;
+      receive->state = status::failed;
+      sent->state = status::done;
+      return;
+    }
+    if (sent->size != 0) std::memcpy(receive->in, sent->out, sent->size);
+    sent->state = status::done;
+    receive->state = status::done;
+  }
+
+  // A partly written send whose request is gone keeps its own copy of the rest.
+  static void orphan(operation* op) {
+    const std::size_t done = op->offset > header_bytes ? op->offset - header_bytes : 0;
+    op->owned.assign(op->out + done, op->out + op->size);
+    op->out = op->owned.data();
+    op->size -= done;
+    op->offset = std::min(op->offset, header_bytes);
+    op->orphan = true;
+  }
+
+  operation* acquire() {
+    if (free_.empty()) {
+      storage_.push_back(std::make_unique<operation>());
+      return storage_.back().get();
+    }
+    operation* op = free_.back();
+    free_.pop_back();
+    return op;
+  }
+
+  void release(operation* op) {
+    op->state = status::idle;
+    op->orphan = false;
+    op->source = nullptr;
+    op->offset = 0;
+    op->other_size = 0;
+    op->size_mismatch = false;
+    op->owned.clear();
+    free_.push_back(op);
+  }
+
+  asio::io_context io_{1};  // first member: destroyed last, after every socket
+  int rank_;
+  int size_;
+  config settings_;
+  tcp::acceptor acceptor_;
+  std::string address_;
+  std::vector<std::unique_ptr<connection>> connections_;  // by peer rank; none for this rank
+  std::vector<std::unique_ptr<connection>> pending_connects_;
+  int connected_ = 0;
+  int greetings_ = 0;
+  std::optional<std::string> setup_failure_;
+  std::vector<std::deque<operation*>> posted_;                 // posted receives, by peer
+  std::vector<std::deque<std::unique_ptr<message>>> unexpected_;  // early messages, by peer
+  std::size_t unexpected_bytes_ = 0;
+  std::deque<operation*> self_sends_;
+  std::vector<std::string> peer_reason_;  // why each lost peer is lost
+  int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
+  std::string lost_reason_;
+  bootstrap::store_detail::rejection_log rejected_;
+  std::vector<std::unique_ptr<operation>> storage_;
+  std::vector<operation*> free_;
+};
+
+}  // namespace detail
+
+// The transport: a movable handle on the engine that owns the sockets.
+class transport {
+ public:
+  static constexpr std::string_view tuning_key = "tcp";
+
+  class request {
+   public:
+    request() = default;
+    request(request&& other) noexcept
+        : op_(std::exchange(other.op_, nullptr)), owner_(other.owner_) {}
+    request& operator=(request&& other) noexcept {
+      if (this != &other) {
+        release();
+        op_ = std::exchange(other.op_, nullptr);
+        owner_ = other.owner_;
+      }
+      return *this;
+    }
+    ~request() { release(); }
+
+   private:
+    friend class transport;
+    request(detail::operation* op, detail::engine* owner) : op_(op), owner_(owner) {}
+    void release() {
+      if (op_ != nullptr) owner_->cancel(op_);
+      op_ = nullptr;
+    }
+    detail::operation* op_ = nullptr;
+    detail::engine* owner_ = nullptr;
+  };
+
+  // Joins a world of `size` ranks as `rank`, meeting the others through `meeting` (not needed
+  // for one rank). Returns when connected to every other rank; throws errc::timeout naming the
+  // missing ranks after config::connect_timeout.
+  transport(int rank, int size, bootstrap::store* meeting, const config& settings = config::from_environment())
+      : engine_(std::make_unique<detail::engine>(rank, size, meeting, settings)) {}
+
+  int rank() const { return engine_->rank(); }
+  int size() const { return engine_->size(); }
+  host_memory& memory() { return memory_; }
+
+  request send(int peer, std::span<const std::byte> data, tag_t tag) {
+    return {engine_->post_send(peer, data, tag), engine_.get()};
+  }
+  request recv(int peer, std::span<std::byte> data, tag_t tag) {
+    return {engine_->post_recv(peer, data, tag), engine_.get()};
+  }
+  bool wait(request& operation, deadline_clock::time_point deadline) {
+    return engine_->wait(operation.op_, deadline);
+  }
+  bool test(request& operation) { return engine_->test(operation.op_); }
+
+  // Tells every rank that `culprit` failed: their pending and later waits throw peer_lost naming
+  // it. The communicator calls it when one of its waits fails, so no rank waits out its timeout.
+  void abort(int culprit, std::string_view reason) { engine_->abort(culprit, reason); }
+
+  // host:port this rank listens on (published in the store).
+  std::string address() const { return engine_->listening_address(); }
+  // Connections refused so far (bad hello, wrong secret, too many).
+  std::uint64_t rejected_connections() const { return engine_->rejected_connections(); }
+  // Bytes of messages that arrived before their receive and wait in the unexpected queue.
+  std::size_t unexpected_bytes() const { return engine_->unexpected_bytes(); }
+
+ private:
+  std::unique_ptr<detail::engine> engine_;
+  host_memory memory_;
+};
+
+static_assert(weft::transport<transport>);
+
+// A ready job from the launcher's environment: the store (served by rank 0), the transport and
+// the world communicator. WEFT_TIMEOUT_MS bounds the start-up as it bounds every wait.
+class session {
+ public:
+  static session from_environment(options settings = options::from_environment()) {
+    return session(bootstrap::from_environment(), settings, config::from_environment());
+  }
+
+  session(const bootstrap::launch& where, options settings, config tcp_config) : launch_(where) {
+    const auto deadline = deadline_clock::now() + tcp_config.connect_timeout;
+    if (!where.bind_address.empty()) tcp_config.bind_address = where.bind_address;
+    tcp_config.secret = where.secret;
+    if (where.size > 1) {
+      if (!where.store.empty()) {
+        auto [host, port] = bootstrap::split_address(where.store);
+        if (where.rank == 0) {
+          // Serve on the address the others are told to use; a host name: every interface.
+          boost::system::error_code failure;
+          const auto ip = boost::asio::ip::make_address(host, failure);
+          const std::string listen = host == "localhost" ? "127.0.0.1" : failure ? "0.0.0.0" : ip.to_string();
+          server_ = std::make_unique<bootstrap::tcp_store_server>(listen, port, where.secret);
+        }
+        store_ = std::make_unique<bootstrap::tcp_store>(host, port, where.secret, deadline);
+      } else {
+        store_ = std::make_unique<bootstrap::file_store>(where.store_path);
+      }
+      if (tcp_config.secret.empty()) tcp_config.secret = shared_secret(where, deadline);
+    }
+    transport_ = std::make_unique<transport>(where.rank, where.size, store_.get(), tcp_config);
+    comm_ = std::make_unique<communicator<transport>>(*transport_, settings);
+  }
+
+  communicator<transport>& comm() { return *comm_; }
+  // Closes the communicator and the transport (saying goodbye to every peer), keeping the store
+  // (rank 0 goes on serving it) so a new transport can be built over it.
+  void close_transport() {
+    comm_.reset();
+    transport_.reset();
+  }
+  transport& endpoint() { return *transport_; }
+  bootstrap::store* meeting() { return store_.get(); }
+  const bootstrap::launch& launch() const { return launch_; }
+
+ private:
+  // Without WEFT_SECRET, rank 0 draws one and hands it out through the store.
+  std::string shared_secret(const bootstrap::launch& where, deadline_clock::time_point deadline) {
+    if (where.rank == 0) {
+      std::random_device entropy;
+      std::string secret;
+      for (int i = 0; i < 4; ++i) {
+        char piece[9];
+        std::snprintf(piece, sizeof piece, "%08x", entropy());
+        secret += piece;
+      }
+      store_->set("weft/secret", secret);
+      return secret;
+    }
+    auto secret = store_->get("weft/secret", deadline);
+    if (!secret) {
+      throw error(errc::timeout, "rank " + std::to_string(where.rank) +
+                                     " timed out at start-up waiting for rank 0 in the " + store_->describe());
+    }
+    return *secret;
+  }
+
+  bootstrap::launch launch_;
+  std::unique_ptr<bootstrap::tcp_store_server> server_;  // rank 0 only; outlives the rest
+  std::unique_ptr<bootstrap::store> store_;
+  std::unique_ptr<transport> transport_;
+  std::unique_ptr<communicator<transport>> comm_;
+};
+
+}  // namespace weft::tcp
