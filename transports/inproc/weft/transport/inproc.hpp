@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -134,6 +135,8 @@ class world;
 template <memory_space Memory = host_memory>
 class basic_transport {
  public:
+  static constexpr std::string_view tuning_key = "inproc";  // its row in the cost-model table
+
   class request {
    public:
     request() = default;

@@ -1,0 +1,34 @@
+// weft-bench-tcp: the collectives over the TCP transport, one process per rank, as an
+// nccl-tests table. Start it with a launcher:
+//
+//   weft-run -n 4 weft-bench-tcp [--collective NAME|all] [--algorithm NAME] [-b MIN] [-e MAX]
+//                                [-f FACTOR] [-n ITERS] [-w WARMUP]
+//   mpirun -n 4 -x WEFT_STORE=host:port weft-bench-tcp ...
+//
+// The table's conventions are in table.hpp; --ranks is the launcher's business here.
+#include "table.hpp"
+
+#include <weft/transport/tcp.hpp>
+
+int main(int argc, char** argv) {
+  weft_bench::program_name = "weft-bench-tcp";
+  const weft_bench::settings options = weft_bench::parse(argc, argv);
+  weft_bench::force_algorithm(options.algorithm);
+  weft_bench::summary totals;
+  try {
+    auto job = weft::tcp::session::from_environment();
+    auto& comm = job.comm();
+    if (comm.rank() == 0) {
+      std::printf("# weft-bench-tcp: %d ranks (processes, %s), TCP on %s, float32, sum, root 0, algorithm %s\n",
+                  comm.size(), job.launch().launcher.c_str(), job.endpoint().address().c_str(),
+                  options.algorithm.c_str());
+    }
+    weft_bench::run_table(comm, options, totals);
+    weft::barrier(comm);
+    if (comm.rank() != 0) return 0;
+  } catch (const std::exception& failure) {
+    std::fprintf(stderr, "weft-bench-tcp: %s\n", failure.what());
+    return 1;
+  }
+  return weft_bench::print_footer(totals);
+}
