@@ -19,9 +19,11 @@ int main(int argc, char** argv) {
     auto job = weft::tcp::session::from_environment();
     auto& comm = job.comm();
     if (comm.rank() == 0) {
-      std::printf("# weft-bench-tcp: %d ranks (processes, %s), TCP on %s, float32, sum, root 0, algorithm %s\n",
-                  comm.size(), job.launch().launcher.c_str(), job.endpoint().address().c_str(),
-                  options.algorithm.c_str());
+      std::printf(
+          "# weft-bench-tcp: %d ranks (processes, %s), TCP on %s, float32, sum, root 0, algorithm "
+          "%s\n",
+          comm.size(), job.launch().launcher.c_str(), job.endpoint().address().c_str(),
+          options.algorithm.c_str());
     }
     weft_bench::run_table(comm, options, totals);
     weft::barrier(comm);

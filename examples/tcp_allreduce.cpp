@@ -23,7 +23,8 @@ int main() {
     const int p = comm.size();
 
     std::vector<float> gradients(1 << 20, static_cast<float>(comm.rank() + 1));  // 4 MiB
-    const weft::report ring = weft::allreduce(comm, std::span<float>(gradients), weft::sum{}, weft::ring{});
+    const weft::report ring =
+        weft::allreduce(comm, std::span<float>(gradients), weft::sum{}, weft::ring{});
 
     std::vector<double> loss = {0.5 * (comm.rank() + 1)};  // small: latency-bound
     const weft::report small = weft::allreduce(comm, std::span<double>(loss), weft::sum{});
@@ -31,10 +32,12 @@ int main() {
     const float expected = static_cast<float>(p * (p + 1) / 2);
     const bool right = gradients.front() == expected && gradients.back() == expected &&
                        loss[0] == 0.5 * p * (p + 1) / 2;
-    std::printf("rank %d of %d (%s): gradients %s [%s, %d steps, %llu bytes sent]; loss %.1f [%s]\n",
-                comm.rank(), p, job.launch().launcher.c_str(), right ? "summed" : "WRONG",
-                std::string(ring.algorithm).c_str(), ring.steps, static_cast<unsigned long long>(ring.bytes_sent), loss[0],
-                std::string(small.algorithm).c_str());
+    std::printf(
+        "rank %d of %d (%s): gradients %s [%s, %d steps, %llu bytes sent]; loss %.1f [%s]\n",
+        comm.rank(), p, job.launch().launcher.c_str(), right ? "summed" : "WRONG",
+        std::string(ring.algorithm).c_str(), ring.steps,
+        static_cast<unsigned long long>(ring.bytes_sent), loss[0],
+        std::string(small.algorithm).c_str());
     return right ? 0 : 1;
   } catch (const weft::error& failure) {
     std::fprintf(stderr, "%s\n", failure.what());

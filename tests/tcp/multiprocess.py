@@ -5,8 +5,9 @@
 
 weft-run   the collective slice on 2, 3 and 4 processes under weft-run, and weft-run's own
            behaviour: rank prefixes, a failing rank, a killed rank, --timeout
-failures   ranks started by hand from the environment: a rank killed mid-collective, a rank
-           that closes its transport, a rank that never starts, a store that never comes
+failures   ranks started by hand from the environment: meeting through a file store, a rank
+           killed mid-collective, a rank that closes its transport, a rank that never starts,
+           a store that never comes, a wrong secret
 mpirun     the slice under Open MPI's mpirun --oversubscribe (skipped without mpirun)
 netns      two ranks in separate network namespaces joined by a veth pair (skipped where
            namespaces cannot be made)
@@ -21,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 SKIP = 77
@@ -135,7 +137,27 @@ def failure_run(ranks_program, mode, size, victim):
         check(max(times) < 5000, "%s: every rank knew within 5 s (max %.1f ms)" % (mode, max(times)))
 
 
+def file_store_run(ranks_program):
+    """Three processes meet through a directory (WEFT_STORE_PATH) instead of rank 0's TCP store."""
+    directory = tempfile.mkdtemp(prefix="weft-file-store-")
+    try:
+        processes = {}
+        for rank in range(3):
+            env = rank_environment(rank, 3, 0, 30000)
+            del env["WEFT_STORE"]
+            del env["WEFT_SECRET"]  # rank 0 draws one and hands it out through the directory
+            env["WEFT_STORE_PATH"] = directory
+            processes[rank] = subprocess.Popen([ranks_program, "slice"], env=env, stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True)
+        for rank, (code, output) in collect(processes, timeout=120).items():
+            check(code == 0 and "slice ok on 3 ranks" in output,
+                  "file store: rank %d met the others through a directory and passed the slice" % rank, output)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def scenario_failures(ranks_program):
+    file_store_run(ranks_program)
     failure_run(ranks_program, "kill", 4, 2)
     failure_run(ranks_program, "close", 4, 1)
     failure_run(ranks_program, "kill", 3, 1)

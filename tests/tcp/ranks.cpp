@@ -23,7 +23,8 @@ namespace {
 
 long long now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 int slice(weft::tcp::session& job) {
@@ -80,7 +81,8 @@ int survive(weft::tcp::session& job, int victim, const std::string& expected) {
   weft::tcp::config settings = weft::tcp::config::from_environment();
   settings.prefix = "weft-without-" + std::to_string(victim);
   settings.secret = job.launch().secret.empty() ? settings.secret : job.launch().secret;
-  if (settings.secret.empty()) settings.secret = *job.meeting()->get("weft/secret", weft::deadline_clock::now() + 10s);
+  if (settings.secret.empty())
+    settings.secret = *job.meeting()->get("weft/secret", weft::deadline_clock::now() + 10s);
   weft::tcp::transport transport(new_rank, p - 1, job.meeting(), settings);
   weft::communicator<weft::tcp::transport> survivors(transport);
   std::vector<int> ones(1000, 1);
@@ -101,7 +103,9 @@ int failing(weft::tcp::session& job, int victim, bool kill) {
     return 2;
   }
   if (rank != victim) {
-    return survive(job, victim, kill ? "rank " + std::to_string(victim) : "rank " + std::to_string(victim) + " closed its transport");
+    return survive(job, victim,
+                   kill ? "rank " + std::to_string(victim)
+                        : "rank " + std::to_string(victim) + " closed its transport");
   }
   std::vector<float> data(1 << 18);
   if (kill) {  // the victim dies in the middle of a stream of allreduces
@@ -113,7 +117,8 @@ int failing(weft::tcp::session& job, int victim, bool kill) {
     while (true) weft::allreduce(job.comm(), std::span<float>(data), weft::sum{}, weft::ring{});
   }
   // Closing: a few rounds, then give up the transport mid-stream and stay alive.
-  for (int round = 0; round < 3; ++round) weft::allreduce(job.comm(), std::span<float>(data), weft::sum{}, weft::ring{});
+  for (int round = 0; round < 3; ++round)
+    weft::allreduce(job.comm(), std::span<float>(data), weft::sum{}, weft::ring{});
   job.meeting()->set("test/event-at", std::to_string(now_us()));
   job.close_transport();
   std::this_thread::sleep_for(60s);

@@ -71,7 +71,9 @@ class job {
 };
 
 std::span<const std::byte> bytes_of(const auto& values) { return std::as_bytes(std::span(values)); }
-std::span<std::byte> writable_bytes_of(auto&& values) { return std::as_writable_bytes(std::span(values)); }
+std::span<std::byte> writable_bytes_of(auto&& values) {
+  return std::as_writable_bytes(std::span(values));
+}
 
 bool wait_for(weft::tcp::transport& transport, weft::tcp::transport::request& request,
               std::chrono::milliseconds limit = 20s) {
@@ -102,20 +104,23 @@ TEST_CASE("large messages cross tcp intact, bitwise equal on every rank", "[tcp]
   job world(3);
   failures sink;
   constexpr std::size_t count = std::size_t{8} << 20;  // 32 MiB of floats
-  world.run(sink, [&](tcp_comm& comm) {
-    std::vector<float> data(count);
-    std::mt19937 random(static_cast<unsigned>(comm.rank()) + 11);
-    std::uniform_real_distribution<float> uniform(-1, 1);
-    for (auto& x : data) x = uniform(random);
-    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-    std::vector<float> first(data.begin(), data.begin() + 1024);
-    // Everyone compares with rank 0's result, bit for bit.
-    std::vector<float> rank0 = data;
-    weft::broadcast(comm, std::span<float>(rank0), 0);
-    if (std::memcmp(rank0.data(), data.data(), count * sizeof(float)) != 0) {
-      sink.add("rank " + std::to_string(comm.rank()) + " differs from rank 0");
-    }
-  }, 1 << 20);
+  world.run(
+      sink,
+      [&](tcp_comm& comm) {
+        std::vector<float> data(count);
+        std::mt19937 random(static_cast<unsigned>(comm.rank()) + 11);
+        std::uniform_real_distribution<float> uniform(-1, 1);
+        for (auto& x : data) x = uniform(random);
+        weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+        std::vector<float> first(data.begin(), data.begin() + 1024);
+        // Everyone compares with rank 0's result, bit for bit.
+        std::vector<float> rank0 = data;
+        weft::broadcast(comm, std::span<float>(rank0), 0);
+        if (std::memcmp(rank0.data(), data.data(), count * sizeof(float)) != 0) {
+          sink.add("rank " + std::to_string(comm.rank()) + " differs from rank 0");
+        }
+      },
+      1 << 20);
   INFO(sink.summary());
   CHECK(sink.empty());
 }
@@ -137,8 +142,10 @@ TEST_CASE("early messages wait in a bounded queue; a large one waits in the sock
         if (rank == 0) {
           std::vector<weft::tcp::transport::request> sends;
           for (int i = 0; i < 20; ++i) {
-            std::fill(small[static_cast<std::size_t>(i)].begin(), small[static_cast<std::size_t>(i)].end(), i);
-            sends.push_back(transport.send(1, bytes_of(small[static_cast<std::size_t>(i)]), static_cast<weft::tag_t>(i)));
+            std::fill(small[static_cast<std::size_t>(i)].begin(),
+                      small[static_cast<std::size_t>(i)].end(), i);
+            sends.push_back(transport.send(1, bytes_of(small[static_cast<std::size_t>(i)]),
+                                           static_cast<weft::tag_t>(i)));
           }
           std::fill(large.begin(), large.end(), 'x');
           sends.push_back(transport.send(1, bytes_of(large), 100));
@@ -191,7 +198,8 @@ TEST_CASE("a receive dropped mid-message leaves the message to the next receive"
         auto transport = world.make(rank);
         std::vector<std::uint32_t> data(count);
         if (rank == 0) {
-          for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::uint32_t>(i * 2654435761u);
+          for (std::size_t i = 0; i < count; ++i)
+            data[i] = static_cast<std::uint32_t>(i * 2654435761u);
           auto send = transport.send(1, bytes_of(data), 7);
           if (!wait_for(transport, send)) sink.add("rank 0: send did not complete");
           int done = 0;
@@ -252,10 +260,12 @@ TEST_CASE("a message of the wrong size is an error naming both sizes", "[tcp]") 
     wait_for(transport, finish);
   }
   other.join();
-  CHECK_THAT(message, Catch::Contains("expected 16 bytes from rank 1") && Catch::Contains("has 8 bytes"));
+  CHECK_THAT(message,
+             Catch::Contains("expected 16 bytes from rank 1") && Catch::Contains("has 8 bytes"));
 }
 
-TEST_CASE("a peer that closes its transport gives peer_lost, and the communicator then refuses", "[tcp]") {
+TEST_CASE("a peer that closes its transport gives peer_lost, and the communicator then refuses",
+          "[tcp]") {
   job world(2);
   std::string first, second;
   std::chrono::milliseconds detected{};
@@ -276,7 +286,8 @@ TEST_CASE("a peer that closes its transport gives peer_lost, and the communicato
       CHECK(failure.code() == weft::errc::peer_lost);
       first = failure.what();
     }
-    detected = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    detected = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
     try {
       weft::allreduce(comm, std::span<int>(data), weft::sum{});
     } catch (const weft::error& failure) {
@@ -286,7 +297,8 @@ TEST_CASE("a peer that closes its transport gives peer_lost, and the communicato
   leaver.join();
   CHECK_THAT(first, Catch::Contains("rank 1 closed its transport") && Catch::Contains("allreduce"));
   CHECK(detected < 5s);
-  CHECK_THAT(second, Catch::Contains("refuses allreduce") && Catch::Contains("build a new communicator"));
+  CHECK_THAT(second,
+             Catch::Contains("refuses allreduce") && Catch::Contains("build a new communicator"));
 }
 
 TEST_CASE("start-up times out naming the rank that never came", "[tcp]") {
@@ -302,7 +314,8 @@ TEST_CASE("start-up times out naming the rank that never came", "[tcp]") {
       } catch (const weft::error& failure) {
         if (failure.code() == weft::errc::timeout) messages[rank] = failure.what();
       }
-      took[rank] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      took[rank] = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
     });
   }
   for (auto& thread : threads) thread.join();
@@ -328,7 +341,8 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
     boost::asio::io_context io;
     const boost::asio::ip::tcp::endpoint where(boost::asio::ip::make_address(host), port);
     std::mt19937 random(42);
-    auto hello = [](std::uint32_t version, std::uint32_t rank, std::uint32_t size, std::string_view key) {
+    auto hello = [](std::uint32_t version, std::uint32_t rank, std::uint32_t size,
+                    std::string_view key) {
       std::vector<std::byte> out(24 + key.size());
       std::memcpy(out.data(), "WEFTTCP1", 8);
       weft::bootstrap::store_detail::put32(out.data() + 8, version);
@@ -342,17 +356,17 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
       std::vector<std::vector<std::byte>> frames;
       std::vector<std::byte> noise(random() % 300);
       for (auto& b : noise) b = static_cast<std::byte>(random());
-      frames.push_back(noise);                                   // random bytes
+      frames.push_back(noise);  // random bytes
       auto good = hello(1, 1, 2, secret);
-      frames.emplace_back(good.begin(), good.begin() + 13);      // truncated hello
-      frames.push_back(hello(7, 1, 2, secret));                  // wrong version
-      frames.push_back(hello(1, 1, 9, secret));                  // wrong world size
-      frames.push_back(hello(1, 1, 2, "not-the-secret"));        // wrong secret
-      frames.push_back(hello(1, 1, 2, secret));                  // rank 1 is already connected
+      frames.emplace_back(good.begin(), good.begin() + 13);  // truncated hello
+      frames.push_back(hello(7, 1, 2, secret));              // wrong version
+      frames.push_back(hello(1, 1, 9, secret));              // wrong world size
+      frames.push_back(hello(1, 1, 2, "not-the-secret"));    // wrong secret
+      frames.push_back(hello(1, 1, 2, secret));              // rank 1 is already connected
       auto oversized = hello(1, 1, 2, "");
       weft::bootstrap::store_detail::put32(oversized.data() + 20, 0xffffffffu);
-      frames.push_back(oversized);                               // absurd secret length
-      auto header = hello(1, 1, 2, secret);                      // a data frame without a hello
+      frames.push_back(oversized);           // absurd secret length
+      auto header = hello(1, 1, 2, secret);  // a data frame without a hello
       std::memcpy(header.data(), "\x01\0\0\0\0\0\0\0", 8);
       frames.push_back(header);
       for (auto& frame : frames) {
@@ -382,7 +396,8 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
         const auto give_up = std::chrono::steady_clock::now() + 30s;
         while (true) {
           std::vector<std::int64_t> data(1000);
-          for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::int64_t>(i) * (comm.rank() + 1);
+          for (std::size_t i = 0; i < data.size(); ++i)
+            data[i] = static_cast<std::int64_t>(i) * (comm.rank() + 1);
           weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{});
           for (std::size_t i = 0; i < data.size(); ++i) {
             if (data[i] != static_cast<std::int64_t>(i) * 3) {
@@ -394,7 +409,8 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
           // Go on until every fuzzed connection has been turned away (or 30 s).
           int more = 0;
           if (rank == 0) {
-            more = (!fuzzing_done || transport.rejected_connections() < static_cast<std::uint64_t>(bad_connections)) &&
+            more = (!fuzzing_done || transport.rejected_connections() <
+                                         static_cast<std::uint64_t>(bad_connections)) &&
                    std::chrono::steady_clock::now() < give_up;
             rejected = transport.rejected_connections();
           }
@@ -444,7 +460,8 @@ TEST_CASE("the tcp store serves set and get, times out, and drops bad clients", 
     if (i % 2 == 0) std::memcpy(noise.data(), "WEFTSTOR", std::min<std::size_t>(8, noise.size()));
     boost::asio::write(socket, boost::asio::buffer(noise), ignored);
   }
-  CHECK_THROWS_WITH(weft::bootstrap::tcp_store("127.0.0.1", server.port(), "wrong", weft::deadline_clock::now() + 5s),
+  CHECK_THROWS_WITH(weft::bootstrap::tcp_store("127.0.0.1", server.port(), "wrong",
+                                               weft::deadline_clock::now() + 5s),
                     Catch::Contains("WEFT_SECRET"));
   a.set("after", "noise");
   CHECK(*b.get("after", weft::deadline_clock::now() + 5s) == "noise");
@@ -469,7 +486,8 @@ TEST_CASE("the store client gives up on an absent store with a timeout", "[tcp][
 }
 
 TEST_CASE("the file store", "[tcp][store]") {
-  const auto directory = std::filesystem::temp_directory_path() / ("weft-file-store-" + std::to_string(::getpid()));
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("weft-file-store-" + std::to_string(::getpid()));
   std::filesystem::remove_all(directory);
   {
     weft::bootstrap::file_store a(directory), b(directory);
@@ -498,12 +516,31 @@ class environment {
 
  private:
   static void clear() {
-    for (const char* name : {"WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE", "WEFT_STORE",
-                             "WEFT_STORE_PATH", "WEFT_SECRET", "WEFT_BIND_ADDRESS", "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                             "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID",
-                             "SLURM_NTASKS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                             "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    for (const char* name : {"WEFT_RANK",
+                             "WEFT_SIZE",
+                             "WEFT_LOCAL_RANK",
+                             "WEFT_LOCAL_SIZE",
+                             "WEFT_STORE",
+                             "WEFT_STORE_PATH",
+                             "WEFT_SECRET",
+                             "WEFT_BIND_ADDRESS",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             "PMI_RANK",
+                             "PMI_SIZE",
+                             "MPI_LOCALRANKID",
+                             "MPI_LOCALNRANKS",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_LOCALID",
+                             "RANK",
+                             "WORLD_SIZE",
+                             "LOCAL_RANK",
+                             "LOCAL_WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT"}) {
       ::unsetenv(name);
     }
   }
@@ -512,21 +549,28 @@ class environment {
 
 TEST_CASE("bootstrap reads every launcher's variables", "[tcp][bootstrap]") {
   {
-    environment set({{"WEFT_RANK", "2"}, {"WEFT_SIZE", "4"}, {"WEFT_STORE", "127.0.0.1:5000"}, {"WEFT_SECRET", "k"}});
+    environment set({{"WEFT_RANK", "2"},
+                     {"WEFT_SIZE", "4"},
+                     {"WEFT_STORE", "127.0.0.1:5000"},
+                     {"WEFT_SECRET", "k"}});
     auto launch = weft::bootstrap::from_environment();
-    CHECK((launch.rank == 2 && launch.size == 4 && launch.launcher == "weft" && launch.store == "127.0.0.1:5000" &&
-           launch.secret == "k"));
+    CHECK((launch.rank == 2 && launch.size == 4 && launch.launcher == "weft" &&
+           launch.store == "127.0.0.1:5000" && launch.secret == "k"));
   }
   {
-    environment set({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
-                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"WEFT_STORE", "h:1"}});
+    environment set({{"OMPI_COMM_WORLD_RANK", "1"},
+                     {"OMPI_COMM_WORLD_SIZE", "3"},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                     {"WEFT_STORE", "h:1"}});
     auto launch = weft::bootstrap::from_environment();
-    CHECK((launch.rank == 1 && launch.size == 3 && launch.local_rank == 1 && launch.launcher == "Open MPI"));
+    CHECK((launch.rank == 1 && launch.size == 3 && launch.local_rank == 1 &&
+           launch.launcher == "Open MPI"));
   }
   {
     environment set({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"WEFT_STORE_PATH", "/shared/job"}});
     auto launch = weft::bootstrap::from_environment();
-    CHECK((launch.launcher == "MPICH" && launch.store_path == "/shared/job" && launch.store.empty()));
+    CHECK(
+        (launch.launcher == "MPICH" && launch.store_path == "/shared/job" && launch.store.empty()));
   }
   {
     environment set({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"WEFT_STORE", "n1:29500"}});
@@ -534,7 +578,10 @@ TEST_CASE("bootstrap reads every launcher's variables", "[tcp][bootstrap]") {
     CHECK((launch.launcher == "Slurm" && launch.rank == 5 && launch.size == 8));
   }
   {
-    environment set({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29400"}});
+    environment set({{"RANK", "3"},
+                     {"WORLD_SIZE", "4"},
+                     {"MASTER_ADDR", "10.1.2.3"},
+                     {"MASTER_PORT", "29400"}});
     auto launch = weft::bootstrap::from_environment();
     CHECK((launch.launcher == "torchrun" && launch.store == "10.1.2.3:29400"));
   }

@@ -28,13 +28,14 @@ namespace weft::bootstrap {
 struct launch {
   int rank = -1;
   int size = -1;
-  int local_rank = -1;   // rank among the ranks of this machine, -1 when the launcher says not
+  int local_rank = -1;  // rank among the ranks of this machine, -1 when the launcher says not
   int local_size = -1;
-  std::string launcher;  // which variables were read: "weft", "Open MPI", "MPICH", "Slurm", "torchrun"
-  std::string store;     // host:port of the TCP store rank 0 serves (empty when store_path is used)
-  std::string store_path;     // directory of a file store on a shared filesystem
-  std::string secret;         // the per-job secret, empty when none was given
-  std::string bind_address;   // where this rank listens; empty: chosen from the store's route
+  std::string
+      launcher;       // which variables were read: "weft", "Open MPI", "MPICH", "Slurm", "torchrun"
+  std::string store;  // host:port of the TCP store rank 0 serves (empty when store_path is used)
+  std::string store_path;    // directory of a file store on a shared filesystem
+  std::string secret;        // the per-job secret, empty when none was given
+  std::string bind_address;  // where this rank listens; empty: chosen from the store's route
 };
 
 namespace detail {
@@ -64,8 +65,10 @@ inline bool read_pair(launch& out, const char* launcher, const char* rank, const
   out.launcher = launcher;
   out.rank = parse_int(rank, r);
   out.size = parse_int(size, s);
-  if (const char* lr = local_rank ? variable(local_rank) : nullptr) out.local_rank = parse_int(local_rank, lr);
-  if (const char* ls = local_size ? variable(local_size) : nullptr) out.local_size = parse_int(local_size, ls);
+  if (const char* lr = local_rank ? variable(local_rank) : nullptr)
+    out.local_rank = parse_int(local_rank, lr);
+  if (const char* ls = local_size ? variable(local_size) : nullptr)
+    out.local_size = parse_int(local_size, ls);
   return true;
 }
 
@@ -75,10 +78,12 @@ inline bool read_pair(launch& out, const char* launcher, const char* rank, const
 inline launch from_environment() {
   launch out;
   const bool found =
-      detail::read_pair(out, "weft", "WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE") ||
+      detail::read_pair(out, "weft", "WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK",
+                        "WEFT_LOCAL_SIZE") ||
       detail::read_pair(out, "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                         "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE") ||
-      detail::read_pair(out, "MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS") ||
+      detail::read_pair(out, "MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+                        "MPI_LOCALNRANKS") ||
       detail::read_pair(out, "Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr) ||
       detail::read_pair(out, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
   if (!found) {
@@ -113,11 +118,11 @@ inline launch from_environment() {
 inline std::pair<std::string, unsigned short> split_address(std::string_view address) {
   const auto colon = address.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size()) {
-    throw error(errc::invalid_argument,
-                "address '" + std::string(address) + "' is not host:port");
+    throw error(errc::invalid_argument, "address '" + std::string(address) + "' is not host:port");
   }
   std::string host(address.substr(0, colon));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const std::string port_text(address.substr(colon + 1));
   char* end = nullptr;
   const long port = std::strtol(port_text.c_str(), &end, 10);

@@ -51,7 +51,8 @@ class file_store final : public store {
     }
   }
 
-  std::optional<std::string> get(std::string_view key, deadline_clock::time_point deadline) override {
+  std::optional<std::string> get(std::string_view key,
+                                 deadline_clock::time_point deadline) override {
     check(key, 0);
     const auto path = path_of(key);
     auto pause = std::chrono::milliseconds(1);
@@ -75,7 +76,8 @@ class file_store final : public store {
  private:
   static void check(std::string_view key, std::size_t value_bytes) {
     if (key.empty() || key.size() > max_key_bytes || value_bytes > max_value_bytes) {
-      throw error(errc::invalid_argument, "file store: keys take 1 to 1024 bytes, values up to 1 MiB");
+      throw error(errc::invalid_argument,
+                  "file store: keys take 1 to 1024 bytes, values up to 1 MiB");
     }
   }
 

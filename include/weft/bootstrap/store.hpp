@@ -23,7 +23,8 @@ class store {
   // Sets key to value; a key is set once per job (a second set replaces the value).
   virtual void set(std::string_view key, std::string_view value) = 0;
   // The value of key, waiting for it to be set until `deadline`; nullopt when the deadline passed.
-  virtual std::optional<std::string> get(std::string_view key, deadline_clock::time_point deadline) = 0;
+  virtual std::optional<std::string> get(std::string_view key,
+                                         deadline_clock::time_point deadline) = 0;
   // Where the store is, for messages ("tcp store at 10.0.0.1:29500").
   virtual std::string describe() const = 0;
 };

@@ -73,7 +73,7 @@ class rejection_log {
     const auto n = ++count_;
     if (n <= 10 || n % 1000 == 0) {
       std::fprintf(stderr, "weft: %s dropped a connection %s%s\n", who.c_str(), why.c_str(),
-                   n == 10   ? " (further ones are counted, one line per thousand)"
+                   n == 10  ? " (further ones are counted, one line per thousand)"
                    : n > 10 ? (" [" + std::to_string(n) + " so far]").c_str()
                             : "");
     }
@@ -110,7 +110,8 @@ class tcp_store_server {
     using store_detail::tcp;
     boost::system::error_code failure;
     const auto ip = asio::ip::make_address(address, failure);
-    if (failure) throw error(errc::invalid_argument, "tcp store: '" + address + "' is not an IP address");
+    if (failure)
+      throw error(errc::invalid_argument, "tcp store: '" + address + "' is not an IP address");
     const tcp::endpoint where(ip, port);
     acceptor_.open(where.protocol(), failure);
     if (!failure) acceptor_.set_option(asio::socket_base::reuse_address(true), failure);
@@ -160,23 +161,24 @@ class tcp_store_server {
   };
 
   void accept() {
-    acceptor_.async_accept([this](boost::system::error_code failure, store_detail::tcp::socket socket) {
-      if (failure == store_detail::asio::error::operation_aborted) return;
-      if (!failure) {
-        if (clients_ >= store_detail::max_clients) {
-          log_.note("the store on rank 0", "(too many clients at once)");
-        } else {
-          ++clients_;
-          auto client = std::make_shared<session>(*this, std::move(socket));
-          boost::system::error_code ignored;
-          const auto remote = client->socket.remote_endpoint(ignored);
-          client->peer = remote.address().to_string() + ":" + std::to_string(remote.port());
-          client->socket.set_option(store_detail::tcp::no_delay(true), ignored);
-          read_hello(client);
-        }
-      }
-      accept();
-    });
+    acceptor_.async_accept(
+        [this](boost::system::error_code failure, store_detail::tcp::socket socket) {
+          if (failure == store_detail::asio::error::operation_aborted) return;
+          if (!failure) {
+            if (clients_ >= store_detail::max_clients) {
+              log_.note("the store on rank 0", "(too many clients at once)");
+            } else {
+              ++clients_;
+              auto client = std::make_shared<session>(*this, std::move(socket));
+              boost::system::error_code ignored;
+              const auto remote = client->socket.remote_endpoint(ignored);
+              client->peer = remote.address().to_string() + ":" + std::to_string(remote.port());
+              client->socket.set_option(store_detail::tcp::no_delay(true), ignored);
+              read_hello(client);
+            }
+          }
+          accept();
+        });
   }
 
   void read_hello(const std::shared_ptr<session>& client) {
@@ -197,7 +199,8 @@ class tcp_store_server {
                                 ", this store speaks " + std::to_string(store_detail::version));
           }
           const std::uint32_t secret_bytes = store_detail::get32(client->head.data() + 12);
-          if (secret_bytes > store_detail::max_secret_bytes) return client->drop("oversized secret");
+          if (secret_bytes > store_detail::max_secret_bytes)
+            return client->drop("oversized secret");
           client->body.resize(secret_bytes);
           store_detail::asio::async_read(
               client->socket, store_detail::asio::buffer(client->body),
@@ -205,7 +208,8 @@ class tcp_store_server {
                 if (failure2) return client->drop("closed during the hello: " + failure2.message());
                 const std::string_view offered(reinterpret_cast<const char*>(client->body.data()),
                                                client->body.size());
-                if (!store_detail::same_secret(offered, secret_)) return client->drop("wrong secret");
+                if (!store_detail::same_secret(offered, secret_))
+                  return client->drop("wrong secret");
                 client->greeted = true;
                 client->timer.cancel();
                 respond(client, {std::byte{1}});
@@ -285,7 +289,11 @@ class tcp_store final : public store {
  public:
   tcp_store(const std::string& host, unsigned short port, std::string_view secret,
             deadline_clock::time_point deadline)
-      : host_(host), port_(port), secret_(secret), where_(host + ":" + std::to_string(port)), socket_(io_) {
+      : host_(host),
+        port_(port),
+        secret_(secret),
+        where_(host + ":" + std::to_string(port)),
+        socket_(io_) {
     if (secret.size() > store_detail::max_secret_bytes) {
       throw error(errc::invalid_argument, "WEFT_SECRET is longer than 256 bytes");
     }
@@ -295,20 +303,24 @@ class tcp_store final : public store {
   void set(std::string_view key, std::string_view value) override {
     check(key, value.size());
     std::byte ack{0};
-    if (!exchange(request(1, key, value), {&ack, 1}, deadline_clock::now() + std::chrono::seconds(60))) {
+    if (!exchange(request(1, key, value), {&ack, 1},
+                  deadline_clock::now() + std::chrono::seconds(60))) {
       throw error(errc::timeout, "the tcp store at " + where_ + " did not acknowledge setting '" +
                                      std::string(key) + "'");
     }
   }
 
-  std::optional<std::string> get(std::string_view key, deadline_clock::time_point deadline) override {
+  std::optional<std::string> get(std::string_view key,
+                                 deadline_clock::time_point deadline) override {
     check(key, 0);
     std::byte size_bytes[4];
     if (!exchange(request(2, key, {}), {size_bytes, 4}, deadline)) return std::nullopt;
     const std::uint32_t size = store_detail::get32(size_bytes);
-    if (size > max_value_bytes) throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
+    if (size > max_value_bytes)
+      throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
     std::string value(size, '\0');
-    if (!exchange({}, {reinterpret_cast<std::byte*>(value.data()), size}, deadline)) return std::nullopt;
+    if (!exchange({}, {reinterpret_cast<std::byte*>(value.data()), size}, deadline))
+      return std::nullopt;
     return value;
   }
 
@@ -324,7 +336,8 @@ class tcp_store final : public store {
  private:
   static void check(std::string_view key, std::size_t value_bytes) {
     if (key.empty() || key.size() > max_key_bytes || value_bytes > max_value_bytes) {
-      throw error(errc::invalid_argument, "tcp store: keys take 1 to 1024 bytes, values up to 1 MiB");
+      throw error(errc::invalid_argument,
+                  "tcp store: keys take 1 to 1024 bytes, values up to 1 MiB");
     }
   }
 
@@ -339,18 +352,21 @@ class tcp_store final : public store {
       const auto endpoints = resolver.resolve(host_, std::to_string(port_), failure);
       if (!failure) {
         bool done = false;
-        asio::async_connect(socket_, endpoints, [&](boost::system::error_code result, const tcp::endpoint&) {
-          failure = result;
-          done = true;
-        });
-        if (!store_detail::run_until(io_, socket_, done, deadline)) failure = asio::error::timed_out;
+        asio::async_connect(socket_, endpoints,
+                            [&](boost::system::error_code result, const tcp::endpoint&) {
+                              failure = result;
+                              done = true;
+                            });
+        if (!store_detail::run_until(io_, socket_, done, deadline))
+          failure = asio::error::timed_out;
       }
       if (!failure) break;
       last_failure = failure.message();
       boost::system::error_code ignored;
       socket_.close(ignored);
       if (deadline_clock::now() + std::chrono::milliseconds(50) >= deadline) {
-        throw error(errc::timeout, "could not reach the tcp store at " + where_ + " (" + last_failure +
+        throw error(errc::timeout, "could not reach the tcp store at " + where_ + " (" +
+                                       last_failure +
                                        "); rank 0 serves it: has it started, and is WEFT_STORE the "
                                        "same on every rank?");
       }
@@ -373,8 +389,9 @@ class tcp_store final : public store {
     if (!answered || accepted != std::byte{1}) {
       boost::system::error_code closing;
       socket_.close(closing);
-      throw error(errc::transport, "the tcp store at " + where_ +
-                                       " refused this rank: is WEFT_SECRET the same on every rank?");
+      throw error(errc::transport,
+                  "the tcp store at " + where_ +
+                      " refused this rank: is WEFT_SECRET the same on every rank?");
     }
     timed_out_ = false;
   }
@@ -391,29 +408,33 @@ class tcp_store final : public store {
 
   // Writes `out`, then reads exactly `in.size()` bytes, by the deadline. After a failure the
   // connection is closed and every later call fails.
-  bool exchange(std::span<const std::byte> out, std::span<std::byte> in, deadline_clock::time_point deadline) {
+  bool exchange(std::span<const std::byte> out, std::span<std::byte> in,
+                deadline_clock::time_point deadline) {
     namespace asio = store_detail::asio;
     if (!socket_.is_open()) {
       // After a timed-out get, the answer may still come on the old connection: use a new one.
-      if (!timed_out_) throw error(errc::transport, "the connection to the " + describe() + " failed earlier");
+      if (!timed_out_)
+        throw error(errc::transport, "the connection to the " + describe() + " failed earlier");
       connect(deadline);
     }
     boost::system::error_code failure;
     bool done = false;
     if (!out.empty()) {
-      asio::async_write(socket_, asio::buffer(out.data(), out.size()), [&](boost::system::error_code result, std::size_t) {
-        failure = result;
-        done = true;
-      });
+      asio::async_write(socket_, asio::buffer(out.data(), out.size()),
+                        [&](boost::system::error_code result, std::size_t) {
+                          failure = result;
+                          done = true;
+                        });
       if (!store_detail::run_until(io_, socket_, done, deadline)) return timed_out();
       if (failure) lost(failure);
     }
     if (in.empty()) return true;
     done = false;
-    asio::async_read(socket_, asio::buffer(in.data(), in.size()), [&](boost::system::error_code result, std::size_t) {
-      failure = result;
-      done = true;
-    });
+    asio::async_read(socket_, asio::buffer(in.data(), in.size()),
+                     [&](boost::system::error_code result, std::size_t) {
+                       failure = result;
+                       done = true;
+                     });
     if (!store_detail::run_until(io_, socket_, done, deadline)) return timed_out();
     if (failure) lost(failure);
     return true;
@@ -427,7 +448,8 @@ class tcp_store final : public store {
   [[noreturn]] void lost(const boost::system::error_code& failure) {
     boost::system::error_code ignored;
     socket_.close(ignored);
-    throw error(errc::peer_lost, "lost the connection to the " + describe() + " (" + failure.message() +
+    throw error(errc::peer_lost, "lost the connection to the " + describe() + " (" +
+                                     failure.message() +
                                      "): rank 0, which serves it, may have failed");
   }
 

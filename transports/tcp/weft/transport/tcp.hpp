@@ -68,13 +68,15 @@ namespace weft::tcp {
 
 // What a TCP transport can be tuned with; from_environment() reads the WEFT_TCP_* variables.
 struct config {
-  std::string bind_address;   // where to listen; empty: loopback when the store is on loopback,
-                              // else the local address of the route to the store
-  std::string secret;         // every connection must present it (empty: none)
-  std::string prefix = "weft";  // store keys start with it; a new world over one store needs a new one
+  std::string bind_address;  // where to listen; empty: this side of the route to the TCP store
+                             // (loopback for a local store), or with a file store the first
+                             // non-loopback IPv4 address of this host's name
+  std::string secret;        // every connection must present it (empty: none)
+  std::string prefix =
+      "weft";  // store keys start with it; a new world over one store needs a new one
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // for the whole start-up
   std::size_t unexpected_limit = std::size_t{256} << 20;  // bytes of early messages held
-  int socket_buffer_bytes = 4 << 20;                     // SO_SNDBUF and SO_RCVBUF
+  int socket_buffer_bytes = 4 << 20;                      // SO_SNDBUF and SO_RCVBUF
   std::chrono::microseconds spin{50};  // how long a wait polls (yielding) before it sleeps in epoll
 
   static config from_environment() {
@@ -139,11 +141,11 @@ struct operation {
   std::size_t offset = 0;  // send: header + payload bytes written; receive: payload bytes in
   std::array<std::byte, header_bytes> header{};
   status state = status::idle;
-  bool size_mismatch = false;   // a receive whose message had another size ...
-  std::size_t other_size = 0;   // ... namely this one
-  bool orphan = false;          // its request is gone; the transport frees it when written
+  bool size_mismatch = false;    // a receive whose message had another size ...
+  std::size_t other_size = 0;    // ... namely this one
+  bool orphan = false;           // its request is gone; the transport frees it when written
   std::vector<std::byte> owned;  // payload an orphaned or control send owns
-  message* source = nullptr;    // receive matched to an unexpected message still arriving
+  message* source = nullptr;     // receive matched to an unexpected message still arriving
 };
 
 // A message that arrived before its receive was posted.
@@ -162,7 +164,7 @@ struct connection {
   bool goodbye = false;  // the peer announced an orderly close
   bool read_armed = false;
   bool write_armed = false;
-  bool paused = false;   // a header waits for a receive or for room in the unexpected queue
+  bool paused = false;           // a header waits for a receive or for room in the unexpected queue
   std::deque<operation*> sends;  // the front one is being written
   std::vector<std::byte> inbox;
   std::size_t begin = 0, end = 0;
@@ -171,9 +173,9 @@ struct connection {
   frame kind = frame::data;
   tag_t tag = 0;
   std::size_t length = 0, filled = 0;
-  std::byte* sink = nullptr;     // where the payload goes; nullptr: dropped
-  operation* target = nullptr;   // the receive it fills, if any
-  message* early = nullptr;      // or the unexpected message it fills
+  std::byte* sink = nullptr;       // where the payload goes; nullptr: dropped
+  operation* target = nullptr;     // the receive it fills, if any
+  message* early = nullptr;        // or the unexpected message it fills
   std::vector<std::byte> control;  // an abort frame's payload
 };
 
@@ -323,15 +325,16 @@ class engine {
                                        std::to_string(op->tag) + ")");
     }
     if (lost_rank_ >= 0) {
-      throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
-                                       std::to_string(op->size) + direction + std::to_string(op->peer) +
-                                       ": rank " + std::to_string(lost_rank_) + " is lost (" +
-                                       lost_reason_ + ")");
+      throw error(errc::peer_lost,
+                  "rank " + std::to_string(rank_) + " stopped " + verb + std::to_string(op->size) +
+                      direction + std::to_string(op->peer) + ": rank " +
+                      std::to_string(lost_rank_) + " is lost (" + lost_reason_ + ")");
     }
     if (op->state == status::failed) {
       throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " cannot finish " + verb +
-                                       std::to_string(op->size) + direction + std::to_string(op->peer) +
-                                       ": " + peer_reason_[static_cast<std::size_t>(op->peer)]);
+                                       std::to_string(op->size) + direction +
+                                       std::to_string(op->peer) + ": " +
+                                       peer_reason_[static_cast<std::size_t>(op->peer)]);
     }
     return false;
   }
@@ -345,14 +348,16 @@ class engine {
         io_.restart();
         io_.poll();
         if (finished(op)) return true;
-        std::this_thread::yield();  // with more ranks than cores, the awaited one may need this core
+        std::this_thread::yield();  // with more ranks than cores, the awaited one may need this
+                                    // core
       } while (deadline_clock::now() < spin_until);
     }
     while (!finished(op)) {
       if (deadline_clock::now() >= deadline) return false;
       io_.restart();
       if (io_.run_one_until(deadline) == 0) {  // nothing to wait on (a world of one rank)
-        std::this_thread::sleep_until(std::min(deadline, deadline_clock::now() + std::chrono::milliseconds(1)));
+        std::this_thread::sleep_until(
+            std::min(deadline, deadline_clock::now() + std::chrono::milliseconds(1)));
       }
     }
     return true;
@@ -374,7 +379,8 @@ class engine {
         return;
       case status::posted:
         if (op->is_send) {
-          auto& queue = op->peer == rank_ ? self_sends_ : connections_[static_cast<std::size_t>(op->peer)]->sends;
+          auto& queue = op->peer == rank_ ? self_sends_
+                                          : connections_[static_cast<std::size_t>(op->peer)]->sends;
           if (op->peer != rank_ && !queue.empty() && queue.front() == op && op->offset > 0) {
             orphan(op);  // partly written: the rest must follow, or the stream breaks
             return;
@@ -429,9 +435,10 @@ class engine {
       if (!where) {
         throw error(errc::timeout,
                     "rank " + std::to_string(rank_) + " timed out after " +
-                        std::to_string(settings_.connect_timeout.count()) + " ms at start-up waiting for rank " +
-                        std::to_string(peer) + " to publish its address in the " + meeting.describe() +
-                        ": rank " + std::to_string(peer) +
+                        std::to_string(settings_.connect_timeout.count()) +
+                        " ms at start-up waiting for rank " + std::to_string(peer) +
+                        " to publish its address in the " + meeting.describe() + ": rank " +
+                        std::to_string(peer) +
                         " has not started, or was given another WEFT_STORE or WEFT_SIZE");
       }
       connect(peer, *where);
@@ -464,17 +471,24 @@ class engine {
   void listen(bootstrap::store& meeting) {
     std::string host = settings_.bind_address;
     if (host.empty()) {
-      host = "127.0.0.1";
-      if (auto* remote = dynamic_cast<bootstrap::tcp_store*>(&meeting)) host = remote->local_address();
+      // The interface that reaches rank 0's store; with a file store, this host's own address.
+      if (auto* remote = dynamic_cast<bootstrap::tcp_store*>(&meeting)) {
+        host = remote->local_address();
+      } else {
+        host = own_address();
+      }
     }
     boost::system::error_code failure;
     const auto ip = asio::ip::make_address(host, failure);
     if (failure) {
-      throw error(errc::invalid_argument, "tcp transport: bind address '" + host + "' is not an IP address");
+      throw error(errc::invalid_argument,
+                  "tcp transport: bind address '" + host + "' is not an IP address");
     }
     const tcp::endpoint where(ip, 0);
     acceptor_.open(where.protocol(), failure);
-    if (!failure) acceptor_.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes), failure);
+    if (!failure)
+      acceptor_.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
+                           failure);
     if (!failure) acceptor_.bind(where, failure);
     if (!failure) acceptor_.listen(asio::socket_base::max_listen_connections, failure);
     if (failure) {
@@ -486,11 +500,26 @@ class engine {
     address_ = shown + ":" + std::to_string(acceptor_.local_endpoint().port());
   }
 
+  // The first non-loopback IPv4 address this host's name resolves to; loopback if none.
+  std::string own_address() {
+    boost::system::error_code failure;
+    tcp::resolver resolver(io_);
+    const auto found = resolver.resolve(asio::ip::host_name(), "0", failure);
+    if (!failure) {
+      for (const auto& entry : found) {
+        const auto ip = entry.endpoint().address();
+        if (ip.is_v4() && !ip.is_loopback()) return ip.to_string();
+      }
+    }
+    return "127.0.0.1";
+  }
+
   void tune(tcp::socket& socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     socket.set_option(asio::socket_base::send_buffer_size(settings_.socket_buffer_bytes), ignored);
-    socket.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes), ignored);
+    socket.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
+                      ignored);
   }
 
   std::vector<std::byte> hello() const {
@@ -514,7 +543,8 @@ class engine {
     const auto endpoints = resolver.resolve(host, std::to_string(port), failure);
     if (failure) {
       throw error(errc::transport, "rank " + std::to_string(rank_) + " cannot resolve rank " +
-                                       std::to_string(peer) + "'s address " + where + ": " + failure.message());
+                                       std::to_string(peer) + "'s address " + where + ": " +
+                                       failure.message());
     }
     auto* raw = c.get();
     pending_connects_.push_back(std::move(c));
@@ -526,18 +556,25 @@ class engine {
                          std::to_string(peer) + " at " + where + ": " + what;
       }
     };
-    asio::async_connect(raw->socket, endpoints,
-        [this, raw, peer, greeting, reply, fail](boost::system::error_code result, const tcp::endpoint&) {
+    asio::async_connect(
+        raw->socket, endpoints,
+        [this, raw, peer, greeting, reply, fail](boost::system::error_code result,
+                                                 const tcp::endpoint&) {
           if (result) return fail(result.message());
           tune(raw->socket);  // after connecting: a ranged connect reopens the socket per attempt
-          asio::async_write(raw->socket, asio::buffer(*greeting),
-              [this, raw, peer, greeting, reply, fail](boost::system::error_code sent, std::size_t) {
+          asio::async_write(
+              raw->socket, asio::buffer(*greeting),
+              [this, raw, peer, greeting, reply, fail](boost::system::error_code sent,
+                                                       std::size_t) {
                 if (sent) return fail(sent.message());
-                asio::async_read(raw->socket, asio::buffer(*reply),
-                    [this, raw, peer, reply, fail](boost::system::error_code answered, std::size_t) {
+                asio::async_read(
+                    raw->socket, asio::buffer(*reply),
+                    [this, raw, peer, reply, fail](boost::system::error_code answered,
+                                                   std::size_t) {
                       if (answered) {
                         return fail(answered == asio::error::eof
-                                        ? "it closed the connection (is WEFT_SECRET the same on every rank?)"
+                                        ? "it closed the connection (is WEFT_SECRET the same on "
+                                          "every rank?)"
                                         : answered.message());
                       }
                       if (std::memcmp(reply->data(), hello_magic, 8) != 0 ||
@@ -603,38 +640,46 @@ class engine {
     state->timer.async_wait([reject](boost::system::error_code failure) {
       if (!failure) reject("no hello within 5 s");
     });
-    asio::async_read(*socket, asio::buffer(state->fixed),
+    asio::async_read(
+        *socket, asio::buffer(state->fixed),
         [this, socket, state, reject](boost::system::error_code failure, std::size_t) {
           if (state->over) return;
           if (failure) return reject("closed before a whole hello (" + failure.message() + ")");
           const std::byte* in = state->fixed.data();
           if (std::memcmp(in, hello_magic, 8) != 0) return reject("not a weft hello");
           if (get32(in + 8) != protocol_version) {
-            return reject("protocol version " + std::to_string(get32(in + 8)) + ", this rank speaks " +
-                          std::to_string(protocol_version));
+            return reject("protocol version " + std::to_string(get32(in + 8)) +
+                          ", this rank speaks " + std::to_string(protocol_version));
           }
           const std::uint32_t peer = get32(in + 12);
           if (get32(in + 16) != static_cast<std::uint32_t>(size_)) {
-            return reject("it belongs to a world of " + std::to_string(get32(in + 16)) + " ranks, not " +
-                          std::to_string(size_));
+            return reject("it belongs to a world of " + std::to_string(get32(in + 16)) +
+                          " ranks, not " + std::to_string(size_));
           }
-          if (peer <= static_cast<std::uint32_t>(rank_) || peer >= static_cast<std::uint32_t>(size_)) {
-            return reject("rank " + std::to_string(peer) + " does not connect to rank " + std::to_string(rank_));
+          if (peer <= static_cast<std::uint32_t>(rank_) ||
+              peer >= static_cast<std::uint32_t>(size_)) {
+            return reject("rank " + std::to_string(peer) + " does not connect to rank " +
+                          std::to_string(rank_));
           }
-          if (connections_[peer]) return reject("rank " + std::to_string(peer) + " is already connected");
+          if (connections_[peer])
+            return reject("rank " + std::to_string(peer) + " is already connected");
           const std::uint32_t secret_bytes = get32(in + 20);
-          if (secret_bytes > bootstrap::store_detail::max_secret_bytes) return reject("oversized secret");
+          if (secret_bytes > bootstrap::store_detail::max_secret_bytes)
+            return reject("oversized secret");
           state->secret.resize(secret_bytes);
-          asio::async_read(*socket, asio::buffer(state->secret),
+          asio::async_read(
+              *socket, asio::buffer(state->secret),
               [this, socket, state, reject, peer](boost::system::error_code failure2, std::size_t) {
                 if (state->over) return;
-                if (failure2) return reject("closed before a whole hello (" + failure2.message() + ")");
+                if (failure2)
+                  return reject("closed before a whole hello (" + failure2.message() + ")");
                 const std::string_view offered(reinterpret_cast<const char*>(state->secret.data()),
                                                state->secret.size());
                 if (!bootstrap::store_detail::same_secret(offered, settings_.secret)) {
                   return reject("wrong secret");
                 }
-                if (connections_[peer]) return reject("rank " + std::to_string(peer) + " is already connected");
+                if (connections_[peer])
+                  return reject("rank " + std::to_string(peer) + " is already connected");
                 state->over = true;
                 --greetings_;
                 state->timer.cancel();
@@ -829,7 +874,8 @@ class engine {
   // Picks where a data frame's payload goes: its posted receive, else an early message.
   bool route(connection& c) {
     auto& queue = posted_[static_cast<std::size_t>(c.peer)];
-    auto found = std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == c.tag; });
+    auto found =
+        std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == c.tag; });
     if (found != queue.end()) {
       operation* op = *found;
       queue.erase(found);
@@ -862,7 +908,8 @@ class engine {
     } else if (c.kind == frame::abort) {
       if (c.control.size() >= 4) {
         const int failed = static_cast<int>(get32(c.control.data()));
-        const std::string reason(reinterpret_cast<const char*>(c.control.data()) + 4, c.control.size() - 4);
+        const std::string reason(reinterpret_cast<const char*>(c.control.data()) + 4,
+                                 c.control.size() - 4);
         if (failed != rank_ && lost_rank_ < 0 && failed >= 0 && failed < size_) {
           lost_rank_ = failed;
           lost_reason_ = "reported by rank " + std::to_string(c.peer) + ": " + reason;
@@ -875,7 +922,8 @@ class engine {
       m->complete = true;
       if (operation* waiting = m->claimed) {
         auto& early = unexpected_[static_cast<std::size_t>(c.peer)];
-        auto it = std::find_if(early.begin(), early.end(), [&](auto& owned) { return owned.get() == m; });
+        auto it =
+            std::find_if(early.begin(), early.end(), [&](auto& owned) { return owned.get() == m; });
         waiting->source = nullptr;
         deliver_early(waiting, m);
         early.erase(it);
@@ -922,8 +970,8 @@ class engine {
     const auto peer = static_cast<std::size_t>(c.peer);
     const bool orderly = c.goodbye;
     peer_reason_[peer] = orderly ? "rank " + std::to_string(c.peer) + " closed its transport"
-                                 : "the connection to rank " + std::to_string(c.peer) + " ended (" + why +
-                                       ") without a goodbye: rank " + std::to_string(c.peer) +
+                                 : "the connection to rank " + std::to_string(c.peer) + " ended (" +
+                                       why + ") without a goodbye: rank " + std::to_string(c.peer) +
                                        " exited, crashed or was killed, or the network failed";
     for (operation* op : c.sends) {
       if (op->orphan) {
@@ -964,15 +1012,16 @@ class engine {
 
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size_) {
-      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + ": cannot " + what + " rank " +
-                                              std::to_string(peer) + " in a world of " +
+      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + ": cannot " + what +
+                                              " rank " + std::to_string(peer) + " in a world of " +
                                               std::to_string(size_) + " ranks");
     }
   }
 
   operation* take_posted(int peer, tag_t tag) {
     auto& queue = posted_[static_cast<std::size_t>(peer)];
-    auto found = std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == tag; });
+    auto found =
+        std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == tag; });
     if (found == queue.end()) return nullptr;
     operation* op = *found;
     queue.erase(found);
@@ -1034,7 +1083,7 @@ class engine {
   int connected_ = 0;
   int greetings_ = 0;
   std::optional<std::string> setup_failure_;
-  std::vector<std::deque<operation*>> posted_;                 // posted receives, by peer
+  std::vector<std::deque<operation*>> posted_;                    // posted receives, by peer
   std::vector<std::deque<std::unique_ptr<message>>> unexpected_;  // early messages, by peer
   std::size_t unexpected_bytes_ = 0;
   std::deque<operation*> self_sends_;
@@ -1082,7 +1131,8 @@ class transport {
   // Joins a world of `size` ranks as `rank`, meeting the others through `meeting` (not needed
   // for one rank). Returns when connected to every other rank; throws errc::timeout naming the
   // missing ranks after config::connect_timeout.
-  transport(int rank, int size, bootstrap::store* meeting, const config& settings = config::from_environment())
+  transport(int rank, int size, bootstrap::store* meeting,
+            const config& settings = config::from_environment())
       : engine_(std::make_unique<detail::engine>(rank, size, meeting, settings)) {}
 
   int rank() const { return engine_->rank(); }
@@ -1137,7 +1187,9 @@ class session {
           // Serve on the address the others are told to use; a host name: every interface.
           boost::system::error_code failure;
           const auto ip = boost::asio::ip::make_address(host, failure);
-          const std::string listen = host == "localhost" ? "127.0.0.1" : failure ? "0.0.0.0" : ip.to_string();
+          const std::string listen = host == "localhost" ? "127.0.0.1"
+                                     : failure           ? "0.0.0.0"
+                                                         : ip.to_string();
           server_ = std::make_unique<bootstrap::tcp_store_server>(listen, port, where.secret);
         }
         store_ = std::make_unique<bootstrap::tcp_store>(host, port, where.secret, deadline);
@@ -1178,7 +1230,8 @@ class session {
     auto secret = store_->get("weft/secret", deadline);
     if (!secret) {
       throw error(errc::timeout, "rank " + std::to_string(where.rank) +
-                                     " timed out at start-up waiting for rank 0 in the " + store_->describe());
+                                     " timed out at start-up waiting for rank 0 in the " +
+                                     store_->describe());
     }
     return *secret;
   }
