@@ -207,25 +207,36 @@ class engine {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
+  // An orderly close: goodbye after whatever is still queued, then end our half of each
+  // connection and read (and drop) what the peer still sends until it closes its half. Closing
+  // with unread bytes would send a reset, which can destroy our goodbye before the peer reads it
+  // and make an orderly close look like a crash. Both phases give up after 200 ms (a peer that
+  // is not inside its transport does not answer).
   ~engine() {
-    // Say goodbye on every open connection after whatever is still queued, then close.
+    closing_ = true;
     for (auto& owned : connections_) {
       if (owned && owned->open) queue_control(*owned, frame::goodbye, {});
     }
-    const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
-    auto queued = [&] {
+    auto any_open = [&](bool with_queued_sends) {
       for (auto& owned : connections_) {
-        if (owned && owned->open && !owned->sends.empty()) return true;
+        if (owned && owned->open && (!with_queued_sends || !owned->sends.empty())) return true;
       }
       return false;
     };
+    const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
     io_.restart();
-    while (queued() && io_.run_one_until(limit) != 0) {
+    while (any_open(true) && io_.run_one_until(limit) != 0) {
+    }
+    for (auto& owned : connections_) {
+      boost::system::error_code ignored;
+      if (owned && owned->open) owned->socket.shutdown(tcp::socket::shutdown_send, ignored);
+    }
+    const auto linger = deadline_clock::now() + std::chrono::milliseconds(200);
+    while (any_open(false) && io_.run_one_until(linger) != 0) {
     }
     for (auto& owned : connections_) {
       if (owned && owned->open) {
         boost::system::error_code ignored;
-        owned->socket.shutdown(tcp::socket::shutdown_send, ignored);
         owned->socket.close(ignored);
       }
     }
@@ -873,6 +884,7 @@ class engine {
 
   // Picks where a data frame's payload goes: its posted receive, else an early message.
   bool route(connection& c) {
+    if (closing_) return true;  // the payload is read and dropped
     auto& queue = posted_[static_cast<std::size_t>(c.peer)];
     auto found =
         std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == c.tag; });
@@ -992,7 +1004,7 @@ class engine {
         m->claimed = nullptr;
       }
     }
-    if (orderly || lost_rank_ >= 0) return;
+    if (orderly || closing_ || lost_rank_ >= 0) return;
     lost_rank_ = c.peer;
     lost_reason_ = peer_reason_[peer];
     broadcast_abort();
@@ -1089,6 +1101,7 @@ class engine {
   std::deque<operation*> self_sends_;
   std::vector<std::string> peer_reason_;  // why each lost peer is lost
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
+  bool closing_ = false;                  // in the destructor: read and drop, report nothing
   std::string lost_reason_;
   bootstrap::store_detail::rejection_log rejected_;
   std::vector<std::unique_ptr<operation>> storage_;
