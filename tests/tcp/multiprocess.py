@@ -11,6 +11,8 @@ failures   ranks started by hand from the environment: meeting through a file st
 mpirun     the slice under Open MPI's mpirun --oversubscribe (skipped without mpirun)
 netns      two ranks in separate network namespaces joined by a veth pair (skipped where
            namespaces cannot be made)
+ofi        (with ofi_ranks) the libfabric transport on shm, tcp;ofi_rxm, sockets, net and
+           udp;ofi_rxd, killed ranks on shm and tcp;ofi_rxm, an unknown provider
 
 Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the scenario
 cannot run on this machine.
@@ -114,8 +116,13 @@ def scenario_weft_run(ranks_program, weft_run):
     check(code != 0 and "cannot start" in output, "weft-run: a program that cannot start is an error", output)
 
 
-def failure_run(ranks_program, mode, size, victim):
-    processes = start_ranks(range(size), size, [ranks_program, mode, str(victim)], timeout_ms=30000)
+def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None, label=""):
+    port = free_port()
+    processes = {rank: subprocess.Popen([ranks_program, mode, str(victim)],
+                                        env=rank_environment(rank, size, port, timeout_ms, extra),
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for rank in range(size)}
+    mode = label + mode
     survivors = {r: p for r, p in processes.items() if r != victim}
     results = collect(survivors, timeout=90)
     times = []
@@ -123,18 +130,19 @@ def failure_run(ranks_program, mode, size, victim):
         detected = re.search(r"detected in ([-0-9.]+) ms", output)
         if detected:
             times.append(float(detected.group(1)))
+        what = "peer_lost or timeout" if label.startswith("ofi") else "peer_lost naming rank %d" % victim
         check(code == 0 and "rebuilt a world of %d ranks without rank %d" % (size - 1, victim) in output,
-              "%s: rank %d got peer_lost naming rank %d, was refused after, and rebuilt the world"
-              % (mode, rank, victim), output)
+              "%s: rank %d got %s, was refused after, and rebuilt the world" % (mode, rank, what), output)
     victim_process = processes[victim]
     if victim_process.poll() is None:
         victim_process.kill()
     victim_output, _ = victim_process.communicate()
-    if mode == "kill":
-        check(victim_process.returncode == -9, "kill: the victim died of SIGKILL", victim_output)
+    if mode.endswith("kill"):
+        check(victim_process.returncode == -9, "%s: the victim died of SIGKILL" % mode, victim_output)
     if times:
         print("     detection times (ms after the event): " + ", ".join("%.1f" % t for t in times))
-        check(max(times) < 5000, "%s: every rank knew within 5 s (max %.1f ms)" % (mode, max(times)))
+        bound = timeout_ms + 5000
+        check(max(times) < bound, "%s: every rank knew within %d ms (max %.1f ms)" % (mode, bound, max(times)))
 
 
 def file_store_run(ranks_program):
@@ -189,6 +197,36 @@ def scenario_failures(ranks_program):
           "a rank with the wrong secret is refused and told why", results[1][1])
     check(results[0][0] == 3 and "dropped a connection" in results[0][1] and "wrong secret" in results[0][1],
           "rank 0 logs the refused connection and times out naming rank 1", results[0][1])
+
+
+OFI_PROVIDERS = ["shm", "tcp;ofi_rxm", "sockets", "net", "udp;ofi_rxd"]
+
+
+def scenario_ofi(ranks_program, weft_run):
+    """The libfabric transport: the slice on every provider, killed ranks on shm and tcp;ofi_rxm."""
+    listed = subprocess.run(["fi_info", "-l"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) \
+        if shutil.which("fi_info") else None
+    for provider in OFI_PROVIDERS:
+        if listed is not None and provider.split(";")[0] + ":" not in listed.stdout:
+            print("SKIP provider %s: not in this libfabric (fi_info -l)" % provider)
+            continue
+        sizes = (2, 3, 4) if provider in ("shm", "tcp;ofi_rxm", "sockets") else (3,)
+        for size in sizes:
+            env = dict(os.environ, WEFT_OFI_PROVIDER=provider, WEFT_TIMEOUT_MS="60000")
+            code, output, took = run([sys.executable, weft_run, "-n", str(size), "--timeout", "240", "--",
+                                      ranks_program, "slice"], timeout=300, env=env)
+            ok = [line for line in output.splitlines() if "slice ok on %d ranks" % size in line and provider in line]
+            check(code == 0 and len(ok) == size,
+                  "ofi %s, %d processes: the collective slice passes on every rank (%.1f s)" % (provider, size, took),
+                  output)
+    for provider in ("shm", "tcp;ofi_rxm"):
+        failure_run(ranks_program, "kill", 4, 2, timeout_ms=3000, extra={"WEFT_OFI_PROVIDER": provider},
+                    label="ofi %s " % provider)
+    # A provider that does not exist: a clear error on every rank.
+    env = dict(os.environ, WEFT_OFI_PROVIDER="no-such-provider", WEFT_TIMEOUT_MS="3000")
+    code, output, _ = run([sys.executable, weft_run, "-n", "2", "--", ranks_program, "slice"], timeout=60, env=env)
+    check(code != 0 and "no libfabric provider 'no-such-provider'" in output,
+          "ofi: an unknown provider is a clear error", output)
 
 
 def scenario_mpirun(ranks_program):
@@ -256,6 +294,8 @@ def main():
         scenario_weft_run(ranks_program, weft_run)
     elif scenario == "failures":
         scenario_failures(ranks_program)
+    elif scenario == "ofi":
+        scenario_ofi(ranks_program, weft_run)
     elif scenario == "mpirun":
         outcome = scenario_mpirun(ranks_program)
     elif scenario == "netns":

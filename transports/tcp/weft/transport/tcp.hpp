@@ -58,7 +58,6 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -1189,29 +1188,11 @@ class session {
     return session(bootstrap::from_environment(), settings, config::from_environment());
   }
 
-  session(const bootstrap::launch& where, options settings, config tcp_config) : launch_(where) {
-    const auto deadline = deadline_clock::now() + tcp_config.connect_timeout;
+  session(const bootstrap::launch& where, options settings, config tcp_config)
+      : meeting_(where, deadline_clock::now() + tcp_config.connect_timeout) {
     if (!where.bind_address.empty()) tcp_config.bind_address = where.bind_address;
-    tcp_config.secret = where.secret;
-    if (where.size > 1) {
-      if (!where.store.empty()) {
-        auto [host, port] = bootstrap::split_address(where.store);
-        if (where.rank == 0) {
-          // Serve on the address the others are told to use; a host name: every interface.
-          boost::system::error_code failure;
-          const auto ip = boost::asio::ip::make_address(host, failure);
-          const std::string listen = host == "localhost" ? "127.0.0.1"
-                                     : failure           ? "0.0.0.0"
-                                                         : ip.to_string();
-          server_ = std::make_unique<bootstrap::tcp_store_server>(listen, port, where.secret);
-        }
-        store_ = std::make_unique<bootstrap::tcp_store>(host, port, where.secret, deadline);
-      } else {
-        store_ = std::make_unique<bootstrap::file_store>(where.store_path);
-      }
-      if (tcp_config.secret.empty()) tcp_config.secret = shared_secret(where, deadline);
-    }
-    transport_ = std::make_unique<transport>(where.rank, where.size, store_.get(), tcp_config);
+    tcp_config.secret = meeting_.secret();
+    transport_ = std::make_unique<transport>(where.rank, where.size, meeting_.get(), tcp_config);
     comm_ = std::make_unique<communicator<transport>>(*transport_, settings);
   }
 
@@ -1223,35 +1204,11 @@ class session {
     transport_.reset();
   }
   transport& endpoint() { return *transport_; }
-  bootstrap::store* meeting() { return store_.get(); }
-  const bootstrap::launch& launch() const { return launch_; }
+  bootstrap::store* meeting() { return meeting_.get(); }
+  const bootstrap::launch& launch() const { return meeting_.launched(); }
 
  private:
-  // Without WEFT_SECRET, rank 0 draws one and hands it out through the store.
-  std::string shared_secret(const bootstrap::launch& where, deadline_clock::time_point deadline) {
-    if (where.rank == 0) {
-      std::random_device entropy;
-      std::string secret;
-      for (int i = 0; i < 4; ++i) {
-        char piece[9];
-        std::snprintf(piece, sizeof piece, "%08x", entropy());
-        secret += piece;
-      }
-      store_->set("weft/secret", secret);
-      return secret;
-    }
-    auto secret = store_->get("weft/secret", deadline);
-    if (!secret) {
-      throw error(errc::timeout, "rank " + std::to_string(where.rank) +
-                                     " timed out at start-up waiting for rank 0 in the " +
-                                     store_->describe());
-    }
-    return *secret;
-  }
-
-  bootstrap::launch launch_;
-  std::unique_ptr<bootstrap::tcp_store_server> server_;  // rank 0 only; outlives the rest
-  std::unique_ptr<bootstrap::store> store_;
+  bootstrap::rendezvous meeting_;  // declared first: outlives the transport
   std::unique_ptr<transport> transport_;
   std::unique_ptr<communicator<transport>> comm_;
 };

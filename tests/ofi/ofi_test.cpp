@@ -1,0 +1,192 @@
+// The libfabric transport in one process: each rank is a thread with its own endpoint, meeting
+// through a file store in a fresh directory. Every provider this libfabric has that offers
+// reliable tagged messages runs the conformance suite and a slice of the collective matrix; the
+// multi-process runs and killed ranks are in tests/tcp/multiprocess.py (scenario ofi).
+#include "../collective_cases.hpp"
+#include "../transport_conformance.hpp"
+
+#include <weft/bootstrap/file_store.hpp>
+#include <weft/transport/ofi.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+using namespace weft_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+using ofi_comm = weft::communicator<weft::ofi::transport>;
+
+// A fresh store directory per world, removed afterwards.
+class meeting_place {
+ public:
+  meeting_place() {
+    static std::atomic<int> counter{0};
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("weft-ofi-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(directory_);
+    store_ = std::make_unique<weft::bootstrap::file_store>(directory_);
+  }
+  ~meeting_place() { std::filesystem::remove_all(directory_); }
+  weft::bootstrap::store* store() { return store_.get(); }
+
+ private:
+  std::filesystem::path directory_;
+  std::unique_ptr<weft::bootstrap::file_store> store_;
+};
+
+weft::ofi::config provider_config(const std::string& provider) {
+  weft::ofi::config settings;
+  settings.provider = provider;
+  settings.connect_timeout = 20s;
+  settings.log = false;
+  return settings;
+}
+
+// The providers of this libfabric that can carry weft (tried by opening an endpoint).
+std::vector<std::string> usable_providers() {
+  std::vector<std::string> result;
+  const char* only = std::getenv("WEFT_TEST_OFI_PROVIDER");  // to run one provider by hand
+  for (const char* provider : {"shm", "tcp;ofi_rxm", "sockets", "net", "udp;ofi_rxd"}) {
+    if (only != nullptr && std::string_view(only) != provider) continue;
+    try {
+      weft::ofi::transport probe(0, 1, nullptr, provider_config(provider));
+      result.push_back(provider);
+    } catch (const weft::error& failure) {
+      WARN("provider " << provider << " not tested here: " << failure.what());
+    }
+  }
+  return result;
+}
+
+void run_world(int p, const weft::ofi::config& settings, failures& sink,
+               const std::function<void(ofi_comm&)>& fn) {
+  meeting_place place;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < p; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        weft::ofi::transport transport(rank, p, place.store(), settings);
+        ofi_comm comm(transport, test_options(4096));
+        fn(comm);
+      } catch (const std::exception& failure) {
+        sink.add(settings.provider + " rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+}
+
+}  // namespace
+
+TEST_CASE("conformance and a collective slice on every provider", "[ofi]") {
+  const auto providers = usable_providers();
+  REQUIRE(providers.size() >=
+          (std::getenv("WEFT_TEST_OFI_PROVIDER")
+               ? 1u
+               : 3u));  // shm, tcp;ofi_rxm and sockets at least, on Debian's libfabric
+  for (const auto& provider : providers) {
+    INFO("provider " << provider);
+    failures sink;
+    meeting_place place;
+    transport_conformance_ranks(sink, [&](int rank) {
+      return weft::ofi::transport(rank, 3, place.store(), provider_config(provider));
+    });
+    CHECK(sink.empty());
+    if (!sink.empty()) FAIL(sink.summary());
+    for (int p : {2, 3}) {
+      const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000, 65539};
+      run_world(p, provider_config(provider), sink,
+                [&](ofi_comm& comm) { collective_slice(comm, sink, counts); });
+      INFO("ranks " << p);
+      CHECK(sink.empty());
+      if (!sink.empty()) FAIL(sink.summary());
+    }
+  }
+}
+
+TEST_CASE("messages longer than the largest message go in pieces", "[ofi]") {
+  auto settings = provider_config("shm");
+  settings.max_message = 1000;  // bytes: a 65539-int message takes 263 pieces
+  failures sink;
+  const std::vector<std::size_t> counts = {1, 250, 251, 65539};
+  run_world(3, settings, sink, [&](ofi_comm& comm) { collective_slice(comm, sink, counts); });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("registered memory is cached: the steady state registers nothing", "[ofi]") {
+  auto settings = provider_config("tcp;ofi_rxm");
+  settings.always_register = true;  // as on verbs or efa, which ask for FI_MR_LOCAL
+  failures sink;
+  std::atomic<std::uint64_t> after_warmup{0}, at_end{0};
+  run_world(2, settings, sink, [&](ofi_comm& comm) {
+    std::vector<float> data(1 << 20, 1.0f);
+    auto round = [&] {
+      std::fill(data.begin(), data.end(), 1.0f);
+      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+      if (data.front() != 2.0f || data.back() != 2.0f) sink.add("wrong sum");
+    };
+    for (int i = 0; i < 3; ++i) round();
+    const auto warm = comm.underlying_transport().registrations();
+    for (int i = 0; i < 10; ++i) round();
+    if (comm.rank() == 0) {
+      after_warmup = warm;
+      at_end = comm.underlying_transport().registrations();
+    }
+    if (!comm.underlying_transport().registers_memory()) sink.add("registration was not on");
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+  CHECK(after_warmup > 0);
+  CHECK(at_end == after_warmup);
+}
+
+TEST_CASE("the transport says which provider, fabric and limits it chose", "[ofi]") {
+  weft::ofi::transport transport(0, 1, nullptr, provider_config("tcp;ofi_rxm"));
+  CHECK(transport.provider() == "tcp;ofi_rxm");
+  CHECK_THAT(transport.describe(), Catch::Contains("provider tcp;ofi_rxm on fabric") &&
+                                       Catch::Contains("largest message") && Catch::Contains("progress"));
+}
+
+TEST_CASE("an unknown provider is a clear error", "[ofi]") {
+  CHECK_THROWS_WITH(
+      weft::ofi::transport(0, 1, nullptr, provider_config("no-such-provider")),
+      Catch::Contains("no libfabric provider 'no-such-provider'") && Catch::Contains("fi_info"));
+}
+
+TEST_CASE("ranks on different providers are told so", "[ofi]") {
+  meeting_place place;
+  std::string messages[2];
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto settings = provider_config(rank == 0 ? "tcp;ofi_rxm" : "sockets");
+      settings.connect_timeout = 3s;
+      try {
+        weft::ofi::transport transport(rank, 2, place.store(), settings);
+      } catch (const weft::error& failure) {
+        messages[rank] = failure.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK_THAT(messages[0], Catch::Contains("WEFT_OFI_PROVIDER"));
+  CHECK_THAT(messages[1], Catch::Contains("WEFT_OFI_PROVIDER"));
+}
+
+TEST_CASE("a rank that never comes is a timeout at start-up naming it", "[ofi]") {
+  meeting_place place;
+  auto settings = provider_config("shm");
+  settings.connect_timeout = 1s;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(weft::ofi::transport(0, 2, place.store(), settings),
+                    Catch::Contains("waiting for rank 1") && Catch::Contains("timeout"));
+  CHECK(std::chrono::steady_clock::now() - start < 4s);
+}
