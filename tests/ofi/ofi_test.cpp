@@ -53,8 +53,14 @@ weft::ofi::config provider_config(const std::string& provider) {
 std::vector<std::string> usable_providers() {
   std::vector<std::string> result;
   const char* only = std::getenv("WEFT_TEST_OFI_PROVIDER");  // to run one provider by hand
+  // Run only when named: udp;ofi_rxd hung inside the provider in one of five runs here; shm
+  // crashed inside the provider (a copy into a peer's region) when one process opened endpoint
+  // after endpoint, as these tests do — shm is tested with one rank per process, in
+  // multiprocess.py, where it passes every time.
   for (const char* provider : {"shm", "tcp;ofi_rxm", "sockets", "net", "udp;ofi_rxd"}) {
-    if (only != nullptr && std::string_view(only) != provider) continue;
+    const bool by_name_only =
+        std::string_view(provider) == "udp;ofi_rxd" || std::string_view(provider) == "shm";
+    if (only != nullptr ? std::string_view(only) != provider : by_name_only) continue;
     try {
       weft::ofi::transport probe(0, 1, nullptr, provider_config(provider));
       result.push_back(provider);
@@ -87,10 +93,8 @@ void run_world(int p, const weft::ofi::config& settings, failures& sink,
 
 TEST_CASE("conformance and a collective slice on every provider", "[ofi]") {
   const auto providers = usable_providers();
-  REQUIRE(providers.size() >=
-          (std::getenv("WEFT_TEST_OFI_PROVIDER")
-               ? 1u
-               : 3u));  // shm, tcp;ofi_rxm and sockets at least, on Debian's libfabric
+  // tcp;ofi_rxm, sockets and net at least, on Debian's libfabric
+  REQUIRE(providers.size() >= (std::getenv("WEFT_TEST_OFI_PROVIDER") ? 1u : 3u));
   for (const auto& provider : providers) {
     INFO("provider " << provider);
     failures sink;
@@ -112,7 +116,7 @@ TEST_CASE("conformance and a collective slice on every provider", "[ofi]") {
 }
 
 TEST_CASE("messages longer than the largest message go in pieces", "[ofi]") {
-  auto settings = provider_config("shm");
+  auto settings = provider_config("tcp;ofi_rxm");
   settings.max_message = 1000;  // bytes: a 65539-int message takes 263 pieces
   failures sink;
   const std::vector<std::size_t> counts = {1, 250, 251, 65539};
@@ -152,7 +156,8 @@ TEST_CASE("the transport says which provider, fabric and limits it chose", "[ofi
   weft::ofi::transport transport(0, 1, nullptr, provider_config("tcp;ofi_rxm"));
   CHECK(transport.provider() == "tcp;ofi_rxm");
   CHECK_THAT(transport.describe(), Catch::Contains("provider tcp;ofi_rxm on fabric") &&
-                                       Catch::Contains("largest message") && Catch::Contains("progress"));
+                                       Catch::Contains("largest message") &&
+                                       Catch::Contains("progress"));
 }
 
 TEST_CASE("an unknown provider is a clear error", "[ofi]") {
@@ -183,7 +188,7 @@ TEST_CASE("ranks on different providers are told so", "[ofi]") {
 
 TEST_CASE("a rank that never comes is a timeout at start-up naming it", "[ofi]") {
   meeting_place place;
-  auto settings = provider_config("shm");
+  auto settings = provider_config("tcp;ofi_rxm");
   settings.connect_timeout = 1s;
   const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(weft::ofi::transport(0, 2, place.store(), settings),

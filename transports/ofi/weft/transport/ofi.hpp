@@ -17,9 +17,9 @@
 // retried as the completion queue drains, so per-tag order never changes.
 //
 // Failure. Every fabric error becomes weft::error with the provider, fi_strerror's text, the
-// provider's own detail, this rank and the peer; connection errors are peer_lost. When a rank's
-// wait fails, the communicator calls abort(), which tells every rank (a message on a reserved
-// tag), so one rank's timeout or lost peer reaches all ranks at once.
+// provider's own detail, this rank and the peer; connection errors are peer_lost. A peer that
+// dies without an error on this side (connectionless fabrics cannot tell dead from slow) ends
+// every wait on it with the communicator's timeout.
 #pragma once
 
 #include "weft/bootstrap/environment.hpp"
@@ -63,12 +63,13 @@ namespace weft::ofi {
 struct config {
   std::string provider;  // e.g. "shm", "tcp;ofi_rxm", "verbs;ofi_rxm", "efa", "cxi"; empty: the
                          // first RDM provider fi_getinfo offers
-  std::string node;  // address to open the endpoint on (tcp-family providers), empty: default
+  std::string node;      // address to open the endpoint on (tcp-family providers), empty: default
   std::string prefix = "weft";  // store keys start with it
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
   bool always_register = false;  // register buffers even when the provider does not ask (testing)
   std::size_t max_message = 0;   // split messages above this many bytes (0: the provider's limit)
-  bool log = true;  // rank 0 prints the chosen provider and fabric at start-up (WEFT_OFI_QUIET=1: not)
+  bool log =
+      true;  // rank 0 prints the chosen provider and fabric at start-up (WEFT_OFI_QUIET=1: not)
   std::chrono::microseconds spin{1000};  // how long a wait polls before it also naps
 
   // WEFT_OFI_PROVIDER, else FI_PROVIDER; WEFT_OFI_NODE; WEFT_TIMEOUT_MS; WEFT_OFI_REGISTER=1;
@@ -84,7 +85,8 @@ struct config {
     if (const char* value = std::getenv("WEFT_TIMEOUT_MS")) {
       result.connect_timeout = std::chrono::milliseconds(std::strtoll(value, nullptr, 10));
     }
-    if (const char* value = std::getenv("WEFT_OFI_QUIET")) result.log = std::string_view(value) != "1";
+    if (const char* value = std::getenv("WEFT_OFI_QUIET"))
+      result.log = std::string_view(value) != "1";
     if (const char* value = std::getenv("WEFT_OFI_MAX_MESSAGE")) {
       result.max_message = static_cast<std::size_t>(std::strtoull(value, nullptr, 10));
     }
@@ -184,7 +186,6 @@ class transport {
     }
     state_->open();
     if (size > 1) state_->meet(*meeting);
-    state_->post_control_receive();
     if (rank == 0 && settings.log) std::fprintf(stderr, "weft: %s\n", describe().c_str());
   }
 
@@ -193,12 +194,14 @@ class transport {
   std::string describe() const {
     const fi_info* info = state_->info;
     const bool manual = info->domain_attr->data_progress == FI_PROGRESS_MANUAL;
-    return "libfabric " + std::to_string(FI_MAJOR(fi_version())) + "." + std::to_string(FI_MINOR(fi_version())) +
-           ", provider " + provider() + " on fabric " + fabric() + " (domain " +
-           (info->domain_attr->name ? info->domain_attr->name : "?") + "), " + std::to_string(size()) +
-           " ranks, largest message " + std::to_string(state_->max_message) + " B, inject " +
+    return "libfabric " + std::to_string(FI_MAJOR(fi_version())) + "." +
+           std::to_string(FI_MINOR(fi_version())) + ", provider " + provider() + " on fabric " +
+           fabric() + " (domain " + (info->domain_attr->name ? info->domain_attr->name : "?") +
+           "), " + std::to_string(size()) + " ranks, largest message " +
+           std::to_string(state_->max_message) + " B, inject " +
            std::to_string(info->tx_attr->inject_size) + " B, " + (manual ? "manual" : "automatic") +
-           " progress, " + (registers_memory() ? "registers buffers (FI_MR_LOCAL)" : "no buffer registration");
+           " progress, " +
+           (registers_memory() ? "registers buffers (FI_MR_LOCAL)" : "no buffer registration");
   }
 
   transport(transport&&) noexcept = default;
@@ -233,8 +236,6 @@ class transport {
     state_->progress();
     return state_->finished(operation.op_);
   }
-  // Tells every rank that `culprit` failed; their waits then throw peer_lost naming it.
-  void abort(int culprit, std::string_view reason) { state_->abort(culprit, reason); }
 
  private:
   void cancel(detail::operation* op) { state_->cancel(op); }
@@ -265,13 +266,6 @@ class transport {
     std::vector<detail::operation*> free_ops;
     std::deque<detail::operation*> self_sends, self_receives;
     std::size_t in_flight = 0;  // operations the fabric still holds
-    // Abort notices: a receive always posted on the reserved tag, from any rank.
-    std::array<std::byte, 512> control_in{};
-    std::unique_ptr<detail::operation> control_receive;
-    std::vector<std::unique_ptr<detail::operation>> control_sends;
-    std::vector<std::string> control_payloads;
-    int lost_rank = -1;
-    std::string lost_reason;
     bool broken = false;  // the endpoint was closed to take back a buffer: nothing works anymore
     std::string broken_reason;
 
@@ -280,12 +274,9 @@ class transport {
     fabric_state& operator=(const fabric_state&) = delete;
 
     ~fabric_state() {
-      // Give the fabric a moment to finish what it still holds (abort notices, orphans).
+      // Give the fabric a moment to finish what it still holds (orphaned sends).
       const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
-      while (ep != nullptr &&
-             in_flight >
-                 (control_receive && control_receive->state == detail::status::posted ? 1u : 0u) &&
-             deadline_clock::now() < limit) {
+      while (ep != nullptr && in_flight > 0 && deadline_clock::now() < limit) {
         progress();
       }
       if (ep != nullptr) fi_close(&ep->fid);
@@ -677,10 +668,6 @@ class transport {
 
     void complete(detail::piece* p, const fi_cq_tagged_entry* entry) {
       detail::operation* op = p->owner;
-      if (op == control_receive.get()) {
-        control_arrived(entry != nullptr ? entry->len : 0);
-        return;
-      }
       if (entry != nullptr && !op->is_send && entry->len != p->size &&
           op->state != detail::status::failed) {
         fail(op, errc::transport, size_mismatch(op->size, entry->len, op->tag));
@@ -700,10 +687,6 @@ class transport {
       detail::operation* op = p->owner;
       if (failure.err == FI_ECANCELED) {
         complete(p, nullptr);
-        return;
-      }
-      if (op == control_receive.get()) {
-        control_receive->state = detail::status::failed;
         return;
       }
       char detail_text[256] = {0};
@@ -727,12 +710,6 @@ class transport {
     bool finished(detail::operation* op) {
       if (op->state == detail::status::done) return true;
       if (op->state == detail::status::failed) throw error(op->code, op->failure);
-      if (lost_rank >= 0) {
-        throw error(errc::peer_lost,
-                    who() + " stopped " + (op->is_send ? "sending to" : "receiving from") +
-                        " rank " + std::to_string(op->peer) + ": rank " +
-                        std::to_string(lost_rank) + " is lost (" + lost_reason + ")");
-      }
       return false;
     }
 
@@ -824,72 +801,6 @@ class transport {
       }
       in_flight = 0;
       release(op);
-    }
-
-    // ---- abort notices -----------------------------------------------------------------------
-
-    // The reserved tag: the largest the provider's tag format allows.
-    std::uint64_t control_tag() const { return tag_mask; }
-
-    void post_control_receive() {
-      if (size == 1 || ep == nullptr) return;
-      if (!control_receive) control_receive = std::make_unique<detail::operation>();
-      auto* op = control_receive.get();
-      op->is_send = false;
-      op->state = detail::status::posted;
-      op->pieces.assign(1, {});
-      op->pieces[0].owner = op;
-      const ssize_t code = fi_trecv(ep, control_in.data(), control_in.size(), nullptr,
-                                    FI_ADDR_UNSPEC, control_tag(), 0, &op->pieces[0].context);
-      if (code != 0)
-        op->state = detail::status::failed;  // abort notices will not arrive; timeouts still do
-      else
-        ++in_flight;
-    }
-
-    void control_arrived(std::size_t length) {
-      --in_flight;
-      if (length >= 4) {
-        std::uint32_t culprit = 0;
-        std::memcpy(&culprit, control_in.data(), 4);
-        const std::string reason(reinterpret_cast<const char*>(control_in.data()) + 4, length - 4);
-        if (lost_rank < 0 && static_cast<int>(culprit) != rank &&
-            static_cast<int>(culprit) < size) {
-          lost_rank = static_cast<int>(culprit);
-          lost_reason = reason;
-        }
-      }
-      post_control_receive();
-    }
-
-    void abort(int culprit, std::string_view reason) {
-      if (culprit < 0 || culprit >= size || culprit == rank || lost_rank >= 0 || ep == nullptr)
-        return;
-      lost_rank = culprit;
-      lost_reason = std::string(reason);
-      std::string notice(4, '\0');
-      const auto value = static_cast<std::uint32_t>(culprit);
-      std::memcpy(notice.data(), &value, 4);
-      notice += std::string(reason.substr(0, control_in.size() - 4));
-      control_payloads.push_back(notice);
-      for (int peer = 0; peer < size; ++peer) {
-        if (peer == rank || peer == culprit) continue;  // the culprit is dead or stuck
-        auto op = std::make_unique<detail::operation>();
-        op->is_send = true;
-        op->peer = peer;
-        op->orphan = false;
-        op->state = detail::status::posted;
-        op->pieces.assign(1, {});
-        op->pieces[0].owner = op.get();
-        const ssize_t code = fi_tsend(
-            ep, control_payloads.back().data(), control_payloads.back().size(), nullptr,
-            addresses[static_cast<std::size_t>(peer)], control_tag(), &op->pieces[0].context);
-        if (code == 0) {
-          ++in_flight;
-          control_sends.push_back(std::move(op));  // kept until the transport closes
-        }
-      }
-      progress();
     }
   };
 
