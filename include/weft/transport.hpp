@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <type_traits>
 
+#include "weft/error.hpp"
 #include "weft/ops.hpp"
 
 namespace weft {
@@ -107,6 +109,18 @@ concept reducing_transport =
                              const detail::reducer& combine) {
       { t.recv_reduce(peer, target, own, tag, combine) } -> std::same_as<typename T::request>;
     };
+
+namespace detail {
+// Throws errc::invalid_argument unless 0 <= peer < size; `what` is "send to" or "receive from".
+// Transports call it before posting, so a bad rank is refused before anything is sent.
+inline void check_peer(int rank, int size, int peer, const char* what) {
+  if (peer < 0 || peer >= size) {
+    throw error(errc::invalid_argument, "rank " + std::to_string(rank) + ": cannot " + what +
+                                            " rank " + std::to_string(peer) + " in a world of " +
+                                            std::to_string(size) + " ranks");
+  }
+}
+}  // namespace detail
 
 template <transport T>
 using memory_space_of = std::remove_cvref_t<decltype(std::declval<T&>().memory())>;

@@ -64,9 +64,11 @@ def rank_environment(rank, size, port, timeout_ms, extra=None):
     return env
 
 
-def start_ranks(ranks, size, command, timeout_ms, port=None):
+def start_ranks(ranks, size, command, timeout_ms, port=None, extra=None):
+    """Starts the given ranks by hand; `extra` is more environment: a dict, or rank -> dict."""
     port = port or free_port()
-    return {rank: subprocess.Popen(command, env=rank_environment(rank, size, port, timeout_ms),
+    more = extra if callable(extra) else (lambda rank: extra)
+    return {rank: subprocess.Popen(command, env=rank_environment(rank, size, port, timeout_ms, more(rank)),
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for rank in ranks}
 
@@ -117,11 +119,7 @@ def scenario_weft_run(ranks_program, weft_run):
 
 
 def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None, label=""):
-    port = free_port()
-    processes = {rank: subprocess.Popen([ranks_program, mode, str(victim)],
-                                        env=rank_environment(rank, size, port, timeout_ms, extra),
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for rank in range(size)}
+    processes = start_ranks(range(size), size, [ranks_program, mode, str(victim)], timeout_ms, extra=extra)
     mode = label + mode
     survivors = {r: p for r, p in processes.items() if r != victim}
     results = collect(survivors, timeout=90)
@@ -187,11 +185,8 @@ def scenario_failures(ranks_program):
               "no rank 0: rank %d times out reaching the store" % rank, output)
 
     # A wrong secret on one rank: it is refused, by the store, with a message saying why.
-    port = free_port()
-    processes = {rank: subprocess.Popen(
-        [ranks_program, "slice"],
-        env=rank_environment(rank, 2, port, 3000, {"WEFT_SECRET": "other" if rank == 1 else "multiprocess-test"}),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)}
+    processes = start_ranks(range(2), 2, [ranks_program, "slice"], 3000,
+                            extra=lambda rank: {"WEFT_SECRET": "other" if rank == 1 else "multiprocess-test"})
     results = collect(processes, timeout=30)
     check(results[1][0] == 3 and "WEFT_SECRET" in results[1][1],
           "a rank with the wrong secret is refused and told why", results[1][1])

@@ -282,13 +282,7 @@ class basic_transport {
     }
   }
 
-  void check_peer(int peer, const char* what) const {
-    if (peer < 0 || peer >= size()) {
-      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + ": cannot " + what +
-                                              " rank " + std::to_string(peer) + " in a world of " +
-                                              std::to_string(size()) + " ranks");
-    }
-  }
+  void check_peer(int peer, const char* what) const { weft::detail::check_peer(rank_, size(), peer, what); }
 
   // Copies the matched pair once and completes both.
   static void deliver(detail::operation* sent, detail::operation* receive) {

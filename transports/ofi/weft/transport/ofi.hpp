@@ -533,12 +533,7 @@ class transport {
     }
 
     detail::operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag) {
-      if (peer < 0 || peer >= this->size) {
-        throw error(errc::invalid_argument, who() + ": cannot " +
-                                                (is_send ? "send to" : "receive from") + " rank " +
-                                                std::to_string(peer) + " in a world of " +
-                                                std::to_string(this->size) + " ranks");
-      }
+      weft::detail::check_peer(rank, this->size, peer, is_send ? "send to" : "receive from");
       auto* op = acquire();
       op->is_send = is_send;
       op->peer = peer;

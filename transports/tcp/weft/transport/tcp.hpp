@@ -884,12 +884,7 @@ class engine {
   // Picks where a data frame's payload goes: its posted receive, else an early message.
   bool route(connection& c) {
     if (closing_) return true;  // the payload is read and dropped
-    auto& queue = posted_[static_cast<std::size_t>(c.peer)];
-    auto found =
-        std::find_if(queue.begin(), queue.end(), [&](operation* op) { return op->tag == c.tag; });
-    if (found != queue.end()) {
-      operation* op = *found;
-      queue.erase(found);
+    if (operation* op = take_posted(c.peer, c.tag)) {
       if (op->size != c.length) {
         op->size_mismatch = true;
         op->other_size = c.length;
@@ -1022,11 +1017,7 @@ class engine {
   // ---- bookkeeping ---------------------------------------------------------------------------
 
   void check_peer(int peer, const char* what) const {
-    if (peer < 0 || peer >= size_) {
-      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + ": cannot " + what +
-                                              " rank " + std::to_string(peer) + " in a world of " +
-                                              std::to_string(size_) + " ranks");
-    }
+    weft::detail::check_peer(rank_, size_, peer, what);
   }
 
   operation* take_posted(int peer, tag_t tag) {
