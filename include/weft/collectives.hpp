@@ -675,6 +675,28 @@ report recv(communicator<Transport>& comm, std::span<T> data, int peer, int tag 
   return comm.finish();
 }
 
+// Sends `out` to `dest` and receives `in` from `source` in one call, both posted before either
+// is waited on (MPI_Sendrecv): every rank can shift to its neighbour at once without deadlock.
+template <transport Transport, class T, element U>
+  requires element<std::remove_const_t<T>>
+report sendrecv(communicator<Transport>& comm, std::span<T> out, int dest, std::span<U> in,
+                int source, int tag = 0) {
+  if (dest < 0 || dest >= comm.size() || source < 0 || source >= comm.size() || tag < 0) {
+    detail::invalid(comm.rank(), collective::sendrecv,
+                    "destination " + std::to_string(dest) + ", source " + std::to_string(source) +
+                        " or tag " + std::to_string(tag) + " out of range (size " +
+                        std::to_string(comm.size()) + ", tag >= 0)");
+  }
+  detail::check_overlap(comm, collective::sendrecv, std::as_bytes(out), std::as_bytes(in));
+  comm.begin(collective::sendrecv, "direct");
+  comm.next_step();
+  auto receiving = comm.recv_user(source, std::as_writable_bytes(in), tag);
+  auto sending = comm.send_user(dest, std::as_bytes(out), tag);
+  comm.wait(receiving);
+  comm.wait(sending);
+  return comm.finish();
+}
+
 #undef WEFT_REDUCTION_CHECKS
 
 }  // namespace weft

@@ -43,12 +43,14 @@ enum class collective : std::uint8_t {
   send,
   recv,
   split,
+  sendrecv,
 };
 
 constexpr std::string_view to_string(collective kind) noexcept {
-  constexpr std::array<std::string_view, 14> names = {
+  constexpr std::array<std::string_view, 15> names = {
       "allreduce", "broadcast", "reduce",  "allgather", "allgatherv", "reduce_scatter", "alltoall",
-      "alltoallv", "gather",    "scatter", "barrier",   "send",       "recv",           "split"};
+      "alltoallv", "gather",    "scatter", "barrier",   "send",       "recv",           "split",
+      "sendrecv"};
   return names[static_cast<std::size_t>(kind)];
 }
 

@@ -441,6 +441,38 @@ TEST_CASE("send and recv with user tags, including to self", "[api]") {
   }, test_options());
 }
 
+TEST_CASE("sendrecv shifts around a ring in one call and checks its arguments", "[api]") {
+  for (int p : {1, 2, 5}) {
+    weft::inproc::run(p, [p](comm_t& comm) {
+      const int r = comm.rank();
+      const int next = (r + 1) % p;
+      const int previous = (r + p - 1) % p;
+      std::vector<double> out(1000), in(1000, -1.0);
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = r * 10000.0 + static_cast<double>(i);
+      const auto done = weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(in), previous, 3);
+      RANK_CHECK(done.algorithm == "direct");
+      for (std::size_t i = 0; i < in.size(); ++i) RANK_CHECK(in[i] == previous * 10000.0 + static_cast<double>(i));
+      // Bad peers and overlapping buffers are refused before anything is posted.
+      auto refused = [&](auto&& call) {
+        try {
+          call();
+        } catch (const weft::error& failure) {
+          return failure.code() == weft::errc::invalid_argument &&
+                 std::string(failure.what()).find("sendrecv") != std::string::npos;
+        }
+        return false;
+      };
+      RANK_CHECK(refused([&] { weft::sendrecv(comm, std::span<const double>(out), p, std::span<double>(in), previous); }));
+      RANK_CHECK(refused([&] { weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(in), -1); }));
+      RANK_CHECK(refused([&] { weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(out), previous); }));
+      // The world is still usable after the refusals.
+      std::vector<int> one(1, 1);
+      weft::allreduce(comm, std::span<int>(one));
+      RANK_CHECK(one[0] == p);
+    }, test_options());
+  }
+}
+
 TEST_CASE("bfloat16 and half round to nearest even", "[types]") {
   CHECK(weft::bfloat16(1.0f).bits == 0x3f80);
   CHECK(weft::bfloat16(-2.0f).bits == 0xc000);

@@ -30,12 +30,12 @@ struct link_constants {
 // clang-format off
 inline constexpr std::array<link_constants, 3> constants_table{{
   {"inproc", 25.0, 1.0 / 2500.0, 1.0 / 4000.0,
-   "2-core x86-64 VM, 2 thread-ranks, weft-bench-inproc --ranks 2 (2026-11-29): 8 B direct "
+   "2-core x86-64 VM, 2 thread-ranks, weft-bench --ranks 2 (2026-11-29): 8 B direct "
    "allreduce (one step) 28 us median -> alpha 25 us (condition-variable wake-ups); 64 MiB ring "
    "allgather, each rank copying 32 MiB at once, 13.1 ms -> 2.5 GB/s per rank -> beta; 64 MiB "
    "ring reduce-scatter 13.9 ms with the reduction fused into the copy -> gamma ~ 1/4 GB/s"},
   {"tcp", 25.0, 1.0 / 2000.0, 1.0 / 4000.0,
-   "2-core x86-64 VM, 2 processes on loopback, weft-run -n 2 weft-bench-tcp (2026-11-29): 8 B "
+   "2-core x86-64 VM, 2 processes on loopback, weft-run -n 2 weft-bench --transport tcp (2026-11-29): 8 B "
    "direct allreduce (one exchange) 15-47 us median over runs (spin 50 us, then epoll) -> alpha "
    "25 us; 2 MiB ring allreduce busbw 1.8-2.2 GB/s -> beta 1/2 GB/s (two copies through the "
    "kernel per byte); gamma as inproc (the same CPU loop)"},
