@@ -29,6 +29,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -76,6 +77,9 @@ struct settings {
 };
 
 inline const char* program_name = "weft-bench";
+// What --collective and --algorithm accept: weft's; the comparison programs set their library's.
+inline std::vector<std::string> accepted_collectives = collective_names();
+inline std::vector<std::string> accepted_algorithms = algorithm_names();
 
 inline std::string joined(const std::vector<std::string>& names) {
   std::string text;
@@ -91,8 +95,8 @@ inline std::string joined(const std::vector<std::string>& names) {
                "         [-w WARMUP] [-c 0|1] [-d TYPE] [-o OP] [-r ROOT] [--json FILE]\n"
                "  collectives: %s\n  algorithms:  %s\n  types:       %s\n  ops:         %s\n"
                "  sizes take K, M and G suffixes (powers of 1024)\n",
-               program_name, problem.c_str(), program_name, joined(collective_names()).c_str(),
-               joined(algorithm_names()).c_str(), joined(type_names()).c_str(),
+               program_name, problem.c_str(), program_name, joined(accepted_collectives).c_str(),
+               joined(accepted_algorithms).c_str(), joined(type_names()).c_str(),
                joined(op_names()).c_str());
   std::exit(2);
 }
@@ -158,8 +162,8 @@ inline settings parse(int argc, char** argv) {
     else if (flag == "--json" || flag == "-J") result.json = value();
     else usage("unknown flag '" + flag + "'");
   }
-  if (result.collective != "all") require_one_of("--collective", result.collective, collective_names());
-  require_one_of("--algorithm", result.algorithm, algorithm_names());
+  if (result.collective != "all") require_one_of("--collective", result.collective, accepted_collectives);
+  require_one_of("--algorithm", result.algorithm, accepted_algorithms);
   require_one_of("-d", result.type, type_names());
   require_one_of("-o", result.op, op_names());
   if (result.min_bytes > result.max_bytes) usage("-b is larger than -e");
@@ -238,22 +242,34 @@ inline int broadcast_value(int root, std::size_t i) { return static_cast<int>((s
 
 // ---- one measurement -------------------------------------------------------------------------
 
-struct measurement {
-  double seconds = 0;     // median over the iterations of the slowest rank (rank 0 only)
-  std::size_t wrong = 0;  // this rank's wrong elements in the first timed iteration
-};
-
-// One collective, one size, one form, on every rank. `count` is the table's count column.
-template <class T, class Op, class Comm>
-measurement measure(Comm& comm, const std::string& collective, std::size_t count, bool in_place,
-                    const settings& options, Op op) {
-  const int p = comm.size();
-  const int r = comm.rank();
-  const auto ranks = static_cast<std::size_t>(p);
-  const int root = rooted(collective) ? options.root : -1;
-  const std::size_t block = blocked(collective) ? count / ranks : count;
+// The buffers of one call with inputs whose results are known; any library's call can run on
+// them (weft-bench and the comparison programs in compare/ share it).
+template <class T, class Op>
+struct workload {
+  std::string collective;
+  std::size_t count = 0;  // the table's count column
+  bool in_place = false;
+  int p = 1, r = 0, root = -1;
+  Op op{};
+  std::size_t block = 0;  // elements per rank's block (blocked collectives), else count
   std::vector<T> in, out;
-  auto fill = [&] {
+
+  workload(std::string name, std::size_t elements, bool same_buffer, int ranks, int rank, int at, Op reduction = {})
+      : collective(std::move(name)), count(elements), in_place(same_buffer), p(ranks), r(rank),
+        root(rooted(collective) ? at : -1), op(reduction),
+        block(blocked(collective) ? elements / static_cast<std::size_t>(ranks) : elements) {
+    fill();
+  }
+
+  // Whether the call overwrites its input (so the inputs are restored between iterations).
+  bool overwrites_input() const { return in_place || collective == "broadcast"; }
+  // In place, the buffer the call works on: `in` (allreduce, reduce, broadcast) or `out`
+  // (allgather, whose input is this rank's block of it).
+  std::span<const T> own_block() const {
+    return std::span<const T>(out).subspan(block * static_cast<std::size_t>(r), block);
+  }
+
+  void fill() {
     if (collective == "allreduce" || collective == "reduce") {
       in.resize(count);
       for (std::size_t i = 0; i < count; ++i) in[i] = value<T>(contribution<Op>(r, p, i));
@@ -280,42 +296,18 @@ measurement measure(Comm& comm, const std::string& collective, std::size_t count
       for (std::size_t i = 0; i < count; ++i) in[i] = value<T>(exchange_value(r, static_cast<int>(i / block), i % block));
       out.assign(count, value<T>(0));
     }
-  };
-  auto once = [&] {
-    const std::span<const T> input(in);
-    if (collective == "allreduce") {
-      if (in_place) weft::allreduce(comm, std::span<T>(in), op);
-      else weft::allreduce(comm, input, std::span<T>(out), op);
-    } else if (collective == "reduce") {
-      if (in_place) weft::reduce(comm, std::span<T>(in), op, root);
-      else weft::reduce(comm, input, std::span<T>(out), op, root);
-    } else if (collective == "reduce_scatter") {
-      weft::reduce_scatter(comm, input, std::span<T>(out), op);
-    } else if (collective == "broadcast") {
-      weft::broadcast(comm, std::span<T>(in), root);
-    } else if (collective == "allgather") {
-      const auto own = std::span<const T>(out).subspan(block * static_cast<std::size_t>(r), block);
-      weft::allgather(comm, in_place ? own : input, std::span<T>(out));
-    } else if (collective == "gather") {
-      weft::gather(comm, input, std::span<T>(out), root);
-    } else if (collective == "scatter") {
-      weft::scatter(comm, input, std::span<T>(out), root);
-    } else if (collective == "alltoall") {
-      weft::alltoall(comm, input, std::span<T>(out));
-    } else if (collective == "sendrecv") {
-      weft::sendrecv(comm, input, (r + 1) % p, std::span<T>(out), (r + p - 1) % p);
-    }
-  };
-  auto wrong = [&]() -> std::size_t {
+  }
+
+  // Elements of this rank's result that differ from the known answer.
+  std::size_t wrong() const {
     std::size_t bad = 0;
-    const std::vector<T>& result = in_place || collective == "broadcast" ? in : out;
     if (collective == "allreduce" || (collective == "reduce" && r == root)) {
       const auto& data = in_place ? in : out;
       for (std::size_t i = 0; i < count; ++i) bad += !(data[i] == reduced<T>(p, i, op));
     } else if (collective == "reduce_scatter") {
       for (std::size_t i = 0; i < block; ++i) bad += !(out[i] == reduced<T>(p, static_cast<std::size_t>(r) * block + i, op));
     } else if (collective == "broadcast") {
-      for (std::size_t i = 0; i < count; ++i) bad += !(result[i] == value<T>(broadcast_value(root, i)));
+      for (std::size_t i = 0; i < count; ++i) bad += !(in[i] == value<T>(broadcast_value(root, i)));
     } else if (collective == "allgather" || (collective == "gather" && r == root)) {
       for (std::size_t i = 0; i < count; ++i) bad += !(out[i] == value<T>(block_value(static_cast<int>(i / block), i % block)));
     } else if (collective == "scatter") {
@@ -326,30 +318,95 @@ measurement measure(Comm& comm, const std::string& collective, std::size_t count
       for (std::size_t i = 0; i < block; ++i) bad += !(out[i] == value<T>(block_value((r + p - 1) % p, i)));
     }
     return bad;
-  };
-  const bool refill = in_place || collective == "broadcast";  // the call overwrites its input
-  fill();
+  }
+};
+
+struct measurement {
+  double seconds = 0;     // median over the iterations of the slowest rank
+  std::size_t wrong = 0;  // this rank's wrong elements in the first timed iteration
+};
+
+// The timing every program here shares: warm-up calls, then per iteration a barrier, one timed
+// call, and the slowest rank's time (slowest(seconds) returns the maximum over the ranks); the
+// median of those. The result is checked after the first timed call; inputs a call overwrites
+// are restored outside the timed region.
+template <class Work, class Barrier, class Once, class Slowest>
+measurement time_calls(const settings& options, Work& work, Barrier&& barrier, Once&& once, Slowest&& slowest) {
   for (int i = 0; i < options.warmup; ++i) {
     once();
-    if (refill) fill();
+    if (work.overwrites_input()) work.fill();
   }
   measurement result;
   std::vector<double> times;
-  std::vector<double> slowest(1);
   for (int i = 0; i < options.iterations; ++i) {
-    weft::barrier(comm);
+    barrier();
     const auto start = std::chrono::steady_clock::now();
     once();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    weft::allreduce(comm, std::span<const double>(&seconds, 1), std::span<double>(slowest), weft::max{},
-                    weft::recursive_doubling{});
-    times.push_back(slowest[0]);
-    if (i == 0 && options.check) result.wrong = wrong();
-    if (refill) fill();
+    times.push_back(slowest(seconds));
+    if (i == 0 && options.check) result.wrong = work.wrong();
+    if (work.overwrites_input()) work.fill();
   }
   std::sort(times.begin(), times.end());
   result.seconds = times[times.size() / 2];
   return result;
+}
+
+// Thrown by a measure function when this collective cannot run here (every rank throws it).
+struct skipped {
+  std::string why;
+};
+
+// One weft call, one size, one form, on every rank.
+template <class T, class Op, class Comm>
+measurement measure(Comm& comm, const std::string& collective, std::size_t count, bool in_place,
+                    const settings& options, Op op) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  workload<T, Op> work(collective, count, in_place, p, r, options.root, op);
+  const int root = work.root;
+  auto once = [&] {
+    const std::span<const T> input(work.in);
+    const std::span<T> output(work.out);
+    if (collective == "allreduce") {
+      if (in_place) weft::allreduce(comm, std::span<T>(work.in), op);
+      else weft::allreduce(comm, input, output, op);
+    } else if (collective == "reduce") {
+      if (in_place) weft::reduce(comm, std::span<T>(work.in), op, root);
+      else weft::reduce(comm, input, output, op, root);
+    } else if (collective == "reduce_scatter") {
+      weft::reduce_scatter(comm, input, output, op);
+    } else if (collective == "broadcast") {
+      weft::broadcast(comm, std::span<T>(work.in), root);
+    } else if (collective == "allgather") {
+      weft::allgather(comm, in_place ? work.own_block() : input, output);
+    } else if (collective == "gather") {
+      weft::gather(comm, input, output, root);
+    } else if (collective == "scatter") {
+      weft::scatter(comm, input, output, root);
+    } else if (collective == "alltoall") {
+      weft::alltoall(comm, input, output);
+    } else if (collective == "sendrecv") {
+      weft::sendrecv(comm, input, (r + 1) % p, output, (r + p - 1) % p);
+    }
+  };
+  auto slowest = [&](double seconds) {
+    double result = 0;
+    weft::allreduce(comm, std::span<const double>(&seconds, 1), std::span<double>(&result, 1), weft::max{},
+                    weft::recursive_doubling{});
+    return result;
+  };
+  try {
+    return time_calls(options, work, [&] { weft::barrier(comm); }, once, slowest);
+  } catch (const weft::error& failure) {
+    // WEFT_ALGO refused the algorithm for this collective on every rank before anything was
+    // sent; with --collective all the others still run.
+    if (failure.code() != weft::errc::invalid_argument || options.collective != "all" ||
+        options.algorithm == "automatic") {
+      throw;
+    }
+    throw skipped{options.algorithm + " does not implement " + collective};
+  }
 }
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -403,7 +460,7 @@ class progress {
 
 inline std::vector<std::string> collectives_of(const settings& options) {
   if (options.collective != "all") return {options.collective};
-  return collective_names();
+  return accepted_collectives;
 }
 
 inline std::vector<std::size_t> sizes_of(const settings& options) {
@@ -433,50 +490,42 @@ inline void print_form(const std::optional<form_result>& form) {
   else std::printf(" %6lld", form->wrong);
 }
 
-// Every rank calls it; rank 0 prints and fills `totals`.
-template <class T, class Op, class Comm>
-void run_typed(Comm& comm, const settings& options, Op op, summary& totals) {
-  const int p = comm.size();
-  const auto collectives = collectives_of(options);
+// The sweep every program here shares: for each collective and size, measure(collective, count,
+// in_place) on every rank for the forms has_form(collective, in_place) allows, then
+// sum_across(wrong counts) on every rank; rank 0 prints the rows and fills `totals`.
+template <class Measure, class HasForm, class SumAcross>
+void sweep(const settings& options, std::size_t element_size, int p, int rank, const std::vector<std::string>& collectives,
+           Measure&& measure_form, HasForm&& has_form, SumAcross&& sum_across, summary& totals) {
   const auto sizes = sizes_of(options);
   std::optional<progress> shown;
-  if (comm.rank() == 0) shown.emplace(collectives.size() * sizes.size());
+  if (rank == 0) shown.emplace(collectives.size() * sizes.size());
   for (const auto& collective : collectives) {
     if (rooted(collective) && options.root >= p) {
-      throw weft::error(weft::errc::invalid_argument, std::string(program_name) + ": root " +
-                                                          std::to_string(options.root) + " is not a rank of " +
-                                                          std::to_string(p));
+      throw std::invalid_argument(std::string(program_name) + ": root " + std::to_string(options.root) +
+                                  " is not a rank of " + std::to_string(p));
     }
-    if (comm.rank() == 0) print_columns(collective);
+    if (rank == 0) print_columns(collective);
     for (const std::size_t bytes : sizes) {
       if (shown) shown->point(collective, bytes);
-      std::size_t count = bytes / sizeof(T);
+      std::size_t count = bytes / element_size;
       if (blocked(collective)) count = count / static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
       if (count == 0) continue;
-      row line{collective, count * sizeof(T), count, rooted(collective) ? options.root : -1, {}, {}};
-      std::array<std::size_t, 2> wrong{0, 0};
+      row line{collective, count * element_size, count, rooted(collective) ? options.root : -1, {}, {}};
       std::optional<measurement> forms[2];
       try {
-        if (has_out_of_place(collective)) forms[0] = measure<T>(comm, collective, count, false, options, op);
-        if (has_in_place(collective)) forms[1] = measure<T>(comm, collective, count, true, options, op);
-      } catch (const weft::error& failure) {
-        // WEFT_ALGO refused the algorithm for this collective on every rank before anything was
-        // sent; with --collective all the others still run.
-        if (failure.code() != weft::errc::invalid_argument || options.collective != "all" ||
-            options.algorithm == "automatic") {
-          throw;
+        for (int form = 0; form < 2; ++form) {
+          if (has_form(collective, form == 1)) forms[form] = measure_form(collective, count, form == 1);
         }
-        if (comm.rank() == 0) {
-          std::printf("#   skipped: %s does not implement %s\n", options.algorithm.c_str(), collective.c_str());
-          totals.skipped.push_back(collective + ": " + options.algorithm + " does not implement it");
+      } catch (const skipped& reason) {
+        if (rank == 0) {
+          std::printf("#   skipped: %s\n", reason.why.c_str());
+          totals.skipped.push_back(collective + ": " + reason.why);
         }
         break;
       }
-      for (int form = 0; form < 2; ++form) wrong[static_cast<std::size_t>(form)] = forms[form] ? forms[form]->wrong : 0;
-      std::array<std::size_t, 2> all_wrong{0, 0};
-      weft::allreduce(comm, std::span<const std::size_t>(wrong), std::span<std::size_t>(all_wrong), weft::sum{},
-                      weft::recursive_doubling{});
-      if (comm.rank() != 0) continue;
+      std::array<std::size_t, 2> wrong{forms[0] ? forms[0]->wrong : 0, forms[1] ? forms[1]->wrong : 0};
+      wrong = sum_across(wrong);
+      if (rank != 0) continue;
       const double size = static_cast<double>(line.bytes);
       for (int form = 0; form < 2; ++form) {
         if (!forms[form]) continue;
@@ -484,8 +533,8 @@ void run_typed(Comm& comm, const settings& options, Op op, summary& totals) {
         result.time_us = forms[form]->seconds * 1e6;
         result.algbw = size / forms[form]->seconds / 1e9;
         result.busbw = result.algbw * bus_factor(collective, p);
-        result.wrong = options.check ? static_cast<long long>(all_wrong[static_cast<std::size_t>(form)]) : -1;
-        totals.wrong += all_wrong[static_cast<std::size_t>(form)];
+        result.wrong = options.check ? static_cast<long long>(wrong[static_cast<std::size_t>(form)]) : -1;
+        totals.wrong += wrong[static_cast<std::size_t>(form)];
         (form == 0 ? line.out_of_place : line.in_place) = result;
       }
       std::printf(" %10zu %12zu %8s %6s %6d", line.bytes, count, options.type.c_str(),
@@ -497,6 +546,26 @@ void run_typed(Comm& comm, const settings& options, Op op, summary& totals) {
       totals.rows.push_back(line);
     }
   }
+}
+
+// weft's sweep over one communicator, for the settings' type and op.
+template <class T, class Op, class Comm>
+void run_typed(Comm& comm, const settings& options, Op op, summary& totals) {
+  sweep(
+      options, sizeof(T), comm.size(), comm.rank(), collectives_of(options),
+      [&](const std::string& collective, std::size_t count, bool in_place) {
+        return measure<T>(comm, collective, count, in_place, options, op);
+      },
+      [](const std::string& collective, bool in_place) {
+        return in_place ? has_in_place(collective) : has_out_of_place(collective);
+      },
+      [&](std::array<std::size_t, 2> wrong) {
+        std::array<std::size_t, 2> total{};
+        weft::allreduce(comm, std::span<const std::size_t>(wrong), std::span<std::size_t>(total), weft::sum{},
+                        weft::recursive_doubling{});
+        return total;
+      },
+      totals);
 }
 
 // Calls fn(std::type_identity<T>{}, op) for the type and op the settings name.
@@ -553,7 +622,7 @@ inline std::string json_escape(const std::string& text) {
   return out;
 }
 
-inline void write_json(const settings& options, const std::string& transport, const std::string& description,
+inline void write_json(const settings& options, const std::string& system, const std::string& transport, const std::string& description,
                        int ranks, const summary& totals) {
   std::FILE* file = std::fopen(options.json.c_str(), "w");
   if (file == nullptr) {
@@ -561,10 +630,10 @@ inline void write_json(const settings& options, const std::string& transport, co
     std::exit(1);
   }
   std::fprintf(file,
-               "{\n  \"program\": \"weft-bench\",\n  \"system\": \"weft\",\n  \"transport\": \"%s\",\n"
+               "{\n  \"program\": \"%s\",\n  \"system\": \"%s\",\n  \"transport\": \"%s\",\n"
                "  \"description\": \"%s\",\n  \"ranks\": %d,\n  \"type\": \"%s\",\n  \"op\": \"%s\",\n"
                "  \"algorithm\": \"%s\",\n  \"iterations\": %d,\n  \"warmup\": %d,\n  \"results\": [",
-               transport.c_str(), json_escape(description).c_str(), ranks, options.type.c_str(),
+               program_name, system.c_str(), transport.c_str(), json_escape(description).c_str(), ranks, options.type.c_str(),
                options.op.c_str(), options.algorithm.c_str(), options.iterations, options.warmup);
   auto form = [&](const char* name, const std::optional<form_result>& result) {
     if (!result) {

@@ -60,7 +60,7 @@ int run_session(Session& job, const weft_bench::settings& options, const std::st
   weft_bench::run_table(comm, options, totals);
   weft::barrier(comm);
   if (comm.rank() != 0) return 0;
-  if (!options.json.empty()) weft_bench::write_json(options, transport, where, comm.size(), totals);
+  if (!options.json.empty()) weft_bench::write_json(options, "weft", transport, where, comm.size(), totals);
   return weft_bench::print_footer(totals);
 }
 
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       weft::inproc::run(ranks, [&](weft::communicator<weft::inproc::transport>& comm) {
         weft_bench::run_table(comm, options, totals);
       }, weft::options::from_environment());
-      if (!options.json.empty()) weft_bench::write_json(options, "inproc", "threads of one process", ranks, totals);
+      if (!options.json.empty()) weft_bench::write_json(options, "weft", "inproc", "threads of one process", ranks, totals);
       return weft_bench::print_footer(totals);
     }
 #if WEFT_BENCH_TCP
