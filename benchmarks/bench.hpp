@@ -491,8 +491,11 @@ inline void print_form(const std::optional<form_result>& form) {
 }
 
 // The sweep every program here shares: for each collective and size, measure(collective, count,
-// in_place) on every rank for the forms has_form(collective, in_place) allows, then
-// sum_across(wrong counts) on every rank; rank 0 prints the rows and fills `totals`.
+// in_place, settings) on every rank for the forms has_form(collective, in_place) allows, then
+// sum_across(wrong counts) on every rank; rank 0 prints the rows and fills `totals`. As in
+// nccl-tests, each collective is first warmed up at the largest and the smallest size (-w calls
+// each, untimed): connections, socket buffers and caches reach their steady state before the
+// first timed row, whichever library is measured.
 template <class Measure, class HasForm, class SumAcross>
 void sweep(const settings& options, std::size_t element_size, int p, int rank, const std::vector<std::string>& collectives,
            Measure&& measure_form, HasForm&& has_form, SumAcross&& sum_across, summary& totals) {
@@ -505,16 +508,35 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
                                   " is not a rank of " + std::to_string(p));
     }
     if (rank == 0) print_columns(collective);
-    for (const std::size_t bytes : sizes) {
-      if (shown) shown->point(collective, bytes);
+    auto count_of = [&](std::size_t bytes) {
       std::size_t count = bytes / element_size;
       if (blocked(collective)) count = count / static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
+      return count;
+    };
+    settings warm_up = options;
+    warm_up.iterations = 1;
+    warm_up.check = false;
+    const bool first_form_in_place = !has_form(collective, false);
+    try {
+      for (const std::size_t bytes : {sizes.back(), sizes.front()}) {
+        if (options.warmup > 0 && count_of(bytes) > 0) measure_form(collective, count_of(bytes), first_form_in_place, warm_up);
+      }
+    } catch (const skipped& reason) {
+      if (rank == 0) {
+        std::printf("#   skipped: %s\n", reason.why.c_str());
+        totals.skipped.push_back(collective + ": " + reason.why);
+      }
+      continue;
+    }
+    for (const std::size_t bytes : sizes) {
+      if (shown) shown->point(collective, bytes);
+      const std::size_t count = count_of(bytes);
       if (count == 0) continue;
       row line{collective, count * element_size, count, rooted(collective) ? options.root : -1, {}, {}};
       std::optional<measurement> forms[2];
       try {
         for (int form = 0; form < 2; ++form) {
-          if (has_form(collective, form == 1)) forms[form] = measure_form(collective, count, form == 1);
+          if (has_form(collective, form == 1)) forms[form] = measure_form(collective, count, form == 1, options);
         }
       } catch (const skipped& reason) {
         if (rank == 0) {
@@ -553,8 +575,8 @@ template <class T, class Op, class Comm>
 void run_typed(Comm& comm, const settings& options, Op op, summary& totals) {
   sweep(
       options, sizeof(T), comm.size(), comm.rank(), collectives_of(options),
-      [&](const std::string& collective, std::size_t count, bool in_place) {
-        return measure<T>(comm, collective, count, in_place, options, op);
+      [&](const std::string& collective, std::size_t count, bool in_place, const settings& how) {
+        return measure<T>(comm, collective, count, in_place, how, op);
       },
       [](const std::string& collective, bool in_place) {
         return in_place ? has_in_place(collective) : has_out_of_place(collective);

@@ -124,8 +124,8 @@ int main(int argc, char** argv) {
     weft_bench::summary totals;
     weft_bench::sweep(
         options, sizeof(float), p, r, weft_bench::collectives_of(options),
-        [&](const std::string& collective, std::size_t count, bool in_place) {
-          return measure(context, options, collective, count, in_place);
+        [&](const std::string& collective, std::size_t count, bool in_place, const settings& how) {
+          return measure(context, how, collective, count, in_place);
         },
         [&](const std::string& collective, bool in_place) {
           const bool gloo_in_place = collective == "broadcast" || (collective == "allreduce" && legacy(options.algorithm));

@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
   try {
     weft_bench::sweep(
         options, sizeof(float), p, r, weft_bench::collectives_of(options),
-        [&](const std::string& collective, std::size_t count, bool in_place) {
-          return measure(options, collective, count, in_place, p, r);
+        [&](const std::string& collective, std::size_t count, bool in_place, const settings& how) {
+          return measure(how, collective, count, in_place, p, r);
         },
         // broadcast is in place as in weft; the others out of place
         [](const std::string& collective, bool in_place) { return in_place == (collective == "broadcast"); },

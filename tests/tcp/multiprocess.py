@@ -17,6 +17,7 @@ ofi        (with ofi_ranks) the libfabric transport on shm, tcp;ofi_rxm, sockets
 Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the scenario
 cannot run on this machine.
 """
+import glob
 import os
 import re
 import secrets
@@ -135,6 +136,11 @@ def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None,
     if victim_process.poll() is None:
         victim_process.kill()
     victim_output, _ = victim_process.communicate()
+    # A killed rank cannot remove the shared-memory segments libfabric's shm provider made for
+    # it (/dev/shm/<pid>:<...>); left behind, a later process that reuses the pid fails to open
+    # its endpoint (EBUSY). Remove them as the rank's own fi_close would have.
+    for segment in glob.glob("/dev/shm/%d:*" % victim_process.pid):
+        os.remove(segment)
     if mode.endswith("kill"):
         check(victim_process.returncode == -9, "%s: the victim died of SIGKILL" % mode, victim_output)
     if times:

@@ -1,9 +1,11 @@
 // weft/algorithms/pairwise.hpp — pairwise exchange: one partner per step.
 //
 // What it does
-//   alltoall(v)  1. Copy this rank's own block into place.
-//                2. At step k = 1 .. p-1, send the block for rank r + k to it and receive the
-//                   block from rank r - k, straight between the user's buffers.
+//   alltoall(v)  1. Post the receive of every other rank's block, straight into place (so a
+//                   partner that runs ahead never lands in the transport's unexpected queue),
+//                   then copy this rank's own block while they fill.
+//                2. At step k = 1 .. p-1, send the block for rank r + k to it and wait for the
+//                   block from rank r - k: one partner per step on the sending side.
 // Cost per rank (n bytes per block)
 //   p-1 steps, (p-1) * n bytes sent, no copies beyond the own block
 // Preconditions
@@ -36,15 +38,20 @@ struct pairwise {
                         detail::bytes out, detail::layout out_blocks) {
     const int p = comm.size();
     const int r = comm.rank();
+    auto receives = comm.requests(static_cast<std::size_t>(p));  // receives[k]: step k's
+    for (int k = 1; k < p; ++k) {
+      const int from = detail::mod(r - k, p);
+      receives[static_cast<std::size_t>(k)] =
+          comm.recv(from, out.subspan(out_blocks.offset(from), out_blocks.size(from)));
+    }
     comm.copy(out.subspan(out_blocks.offset(r), out_blocks.size(r)),
               in.subspan(in_blocks.offset(r), in_blocks.size(r)));
     for (int k = 1; k < p; ++k) {
       const int to = detail::mod(r + k, p);
-      const int from = detail::mod(r - k, p);
       comm.next_step();
-      auto receive = comm.recv(from, out.subspan(out_blocks.offset(from), out_blocks.size(from)));
       auto send = comm.send(to, in.subspan(in_blocks.offset(to), in_blocks.size(to)));
-      comm.wait_all(receive, send);
+      comm.wait(receives[static_cast<std::size_t>(k)]);
+      comm.wait(send);
     }
   }
 

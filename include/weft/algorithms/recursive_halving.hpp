@@ -20,14 +20,16 @@
 // Preconditions
 //   Any p >= 1 and any count. Commutative reductions only (halves combine out of rank order).
 // When to prefer it
-//   Large messages on many ranks: ring's bytes with logarithmic steps. Costs a scratch buffer
-//   of the input's size.
+//   Large messages on many ranks: ring's bytes with logarithmic steps. Each exchange is
+//   pipelined in chunks, the reduction overlapping the transfer. Scratch: two chunks, plus the
+//   input's size when p is not a power of two (allreduce) or always (reduce_scatter).
 #pragma once
 
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/communicator.hpp"
 #include "weft/detail/bytes.hpp"
 #include "weft/detail/folding.hpp"
+#include "weft/detail/pipeline.hpp"
 #include "weft/tuning/cost_model.hpp"
 
 #include <string_view>
@@ -43,16 +45,23 @@ struct recursive_halving {
                         const detail::reducer& combine) {
     const int p = comm.size();
     const int r = comm.rank();
-    comm.copy(out, in);
-    if (p == 1) return;
+    if (p == 1) return comm.copy(out, in);
     const detail::folding fold(p);
-    const detail::bytes incoming = comm.scratch(out.size());
-    if (!fold_in(comm, fold, out, out, incoming, combine)) return;
+    const bool folds = fold.p2 != p;
+    const std::size_t slots_size = 2 * comm.chunk_bytes(combine.element_size());
+    const detail::bytes scratch = comm.scratch(slots_size + (folds ? out.size() : 0));
+    // Without folding, the first halving step reads `in` and reduces into `out`: no copy.
+    detail::const_bytes first = in;
+    if (folds) {
+      comm.copy(out, in);
+      first = out;
+      if (!fold_in(comm, fold, out, out, scratch.subspan(slots_size), combine)) return;
+    }
     auto displs = comm.indices(0, static_cast<std::size_t>(fold.p2) + 1);
     detail::balanced_displacements(displs, out.size() / combine.element_size(), fold.p2,
                                    combine.element_size());
     const detail::layout pieces{displs};
-    halving_steps(comm, fold, pieces, out, incoming, combine);
+    halving_steps(comm, fold, pieces, first, out, scratch.first(slots_size), combine);
     recursive_doubling::doubling_allgather(comm, fold, pieces, out);
     if (fold.absorbs(r)) {
       comm.next_step();
@@ -69,9 +78,10 @@ struct recursive_halving {
     if (p == 1) return comm.copy(out, in.first(out.size()));  // one rank: in is out-sized
     const detail::folding fold(p);
     const std::size_t n = out.size();
-    auto scratch = comm.scratch(2 * in.size());
+    const std::size_t slots_size = 2 * comm.chunk_bytes(combine.element_size());
+    auto scratch = comm.scratch(2 * in.size() + slots_size);
     const detail::bytes work = scratch.first(in.size());
-    const detail::bytes incoming = scratch.subspan(in.size());
+    const detail::bytes incoming = scratch.subspan(in.size(), in.size());
     comm.copy(work, in);
     if (!fold_in(comm, fold, work, out, incoming, combine)) return;
     // Virtual rank u's block is the blocks of real ranks [first_rank(u), end_rank(u)).
@@ -80,7 +90,7 @@ struct recursive_halving {
       displs[static_cast<std::size_t>(u)] = static_cast<std::size_t>(fold.first_rank(u)) * n;
     }
     displs[static_cast<std::size_t>(fold.p2)] = in.size();
-    halving_steps(comm, fold, detail::layout{displs}, work, incoming, combine);
+    halving_steps(comm, fold, detail::layout{displs}, work, work, scratch.subspan(2 * in.size()), combine);
     if (fold.absorbs(r)) {
       comm.next_step();
       auto send = comm.send(r - 1, detail::const_bytes(work.subspan(static_cast<std::size_t>(r - 1) * n, n)));
@@ -129,31 +139,28 @@ struct recursive_halving {
     return true;
   }
 
-  // Step 2: the virtual ranks' pieces of `work` halve each step; afterwards this rank's
-  // virtual piece of `work` is reduced over all ranks.
+  // Step 2: the virtual ranks' pieces halve each step; afterwards this rank's virtual piece of
+  // `work` is reduced over all ranks. The first step reads this rank's data from `first` (the
+  // input, or `work` itself), later ones from `work`. Each exchange is pipelined in chunks
+  // (detail::exchange_reduce), so the reduction overlaps the transfer; `slots` is its staging.
   template <class Comm>
   static void halving_steps(Comm& comm, const detail::folding& fold, detail::layout pieces,
-                            detail::bytes work, detail::bytes incoming,
+                            detail::const_bytes first, detail::bytes work, detail::bytes slots,
                             const detail::reducer& combine) {
     const int v = fold.virtual_rank(comm.rank());
     for (int mask = fold.p2 / 2; mask >= 1; mask >>= 1) {
-      const int partner = v ^ mask;
+      const int partner = fold.real_rank(v ^ mask);
       const int base = v & ~(2 * mask - 1);
       const int keep_first = (v & mask) ? base + mask : base;
       const int give_first = (v & mask) ? base : base + mask;
-      const detail::bytes keep =
-          work.subspan(pieces.offset(keep_first), pieces.span_size(keep_first, keep_first + mask));
-      const detail::bytes give =
-          work.subspan(pieces.offset(give_first), pieces.span_size(give_first, give_first + mask));
+      const std::size_t keep_offset = pieces.offset(keep_first);
+      const std::size_t keep_size = pieces.span_size(keep_first, keep_first + mask);
+      const detail::const_bytes mine = mask == fold.p2 / 2 ? first : detail::const_bytes(work);
       comm.next_step();
-      auto receive = comm.recv(fold.real_rank(partner), incoming.first(keep.size()));
-      auto send = comm.send(fold.real_rank(partner), detail::const_bytes(give));
-      comm.wait_all(receive, send);
-      if (partner < v) {
-        combine(keep, incoming.first(keep.size()), keep);
-      } else {
-        combine(keep, keep, incoming.first(keep.size()));
-      }
+      detail::exchange_reduce(comm, partner,
+                              mine.subspan(pieces.offset(give_first), pieces.span_size(give_first, give_first + mask)),
+                              partner, work.subspan(keep_offset, keep_size), mine.subspan(keep_offset, keep_size),
+                              combine, slots);
     }
   }
 };

@@ -30,6 +30,7 @@
 
 #include "weft/communicator.hpp"
 #include "weft/detail/bytes.hpp"
+#include "weft/detail/pipeline.hpp"
 #include "weft/tuning/cost_model.hpp"
 
 #include <algorithm>
@@ -145,10 +146,7 @@ struct ring {
     const int r = comm.rank();
     const int left = detail::mod(r - 1, p);
     const int right = detail::mod(r + 1, p);
-    const std::size_t chunk = comm.chunk_bytes(combine.element_size());
-    if (slots.empty()) slots = comm.scratch(2 * chunk);
-    auto slot = [&](std::size_t j, std::size_t size) { return slots.subspan((j % 2) * chunk, size); };
-
+    if (slots.empty()) slots = comm.scratch(2 * comm.chunk_bytes(combine.element_size()));
     for (int k = 0; k < p - 1; ++k) {
       comm.next_step();
       const int send_block = detail::mod(r - k - 1, p);
@@ -156,29 +154,11 @@ struct ring {
       const detail::const_bytes source =
           k == 0 ? in.subspan(blocks.offset(send_block), blocks.size(send_block))
                  : detail::const_bytes(destination(send_block));
-      const detail::bytes target = destination(recv_block);
-      const detail::const_bytes own = in.subspan(blocks.offset(recv_block), blocks.size(recv_block));
-      const std::size_t send_pieces = detail::chunk_count(source.size(), chunk);
-      const std::size_t recv_pieces = detail::chunk_count(target.size(), chunk);
-
-      // Chunk j arrives reduced into place: target = own op incoming. Chunk j+1 is already on
-      // its way while chunk j is reduced.
-      typename Comm::pending receives[2];
-      typename Comm::pending sends[2];
-      auto post = [&](std::size_t j) {
-        if (j < recv_pieces) {
-          const detail::bytes piece = detail::piece(target, j, chunk);
-          receives[j % 2] = comm.recv_reduce(left, piece, detail::piece(own, j, chunk), combine,
-                                             slot(j, piece.size()));
-        }
-        if (j < send_pieces) sends[j % 2] = comm.send(right, detail::piece(source, j, chunk));
-      };
-      post(0);
-      for (std::size_t j = 0; j < std::max(send_pieces, recv_pieces); ++j) {
-        post(j + 1);  // slot (j+1) % 2 held chunk j-1, finished last iteration
-        comm.wait(receives[j % 2]);
-        comm.wait(sends[j % 2]);
-      }
+      // Chunk j arrives reduced into place (target = own op incoming) while chunk j+1 is on
+      // its way.
+      detail::exchange_reduce(comm, right, source, left, destination(recv_block),
+                              in.subspan(blocks.offset(recv_block), blocks.size(recv_block)), combine,
+                              slots);
     }
   }
 
