@@ -1076,7 +1076,9 @@ class engine {
     free_.push_back(op);
   }
 
-  asio::io_context io_{1};  // first member: destroyed last, after every socket
+  // First member: destroyed last, after every socket. Only the thread that waits on this
+  // transport runs it, so Asio's internal locking is switched off.
+  asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
   int rank_;
   int size_;
   config settings_;
