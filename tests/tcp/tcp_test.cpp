@@ -240,6 +240,58 @@ TEST_CASE("a receive dropped mid-message leaves the message to the next receive"
   CHECK(sink.empty());
 }
 
+TEST_CASE("a receive posted while its message is arriving takes the rest straight from the socket",
+          "[tcp]") {
+  job world(2);
+  failures sink;
+  std::vector<std::thread> threads;
+  constexpr std::size_t count = std::size_t{8} << 20;  // 32 MiB: more than the socket buffers hold
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto transport = world.make(rank);
+        std::vector<std::uint32_t> data(count);
+        if (rank == 0) {
+          for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::uint32_t>(i * 2654435761u);
+          auto send = transport.send(1, bytes_of(data), 7);  // writes what the socket takes now
+          std::this_thread::sleep_for(300ms);  // and no more until it is waited on
+          if (!wait_for(transport, send)) sink.add("rank 0: send did not complete");
+          int done = 0;
+          auto finish = transport.recv(1, writable_bytes_of(std::span(&done, 1)), 8);
+          if (!wait_for(transport, finish)) sink.add("rank 0: no final word");
+        } else {
+          // Drive progress with an unrelated receive until the message has begun to arrive.
+          int dummy = 0;
+          auto probe = transport.recv(0, writable_bytes_of(std::span(&dummy, 1)), 999);
+          const auto give_up = std::chrono::steady_clock::now() + 5s;
+          while (transport.unexpected_bytes() == 0 && std::chrono::steady_clock::now() < give_up) {
+            transport.test(probe);
+          }
+          if (transport.unexpected_bytes() != count * 4) sink.add("the message did not start arriving early");
+          auto receive = transport.recv(0, writable_bytes_of(data), 7);
+          // Adopted: the early copy is gone at once, not when the last byte arrives.
+          if (transport.unexpected_bytes() != 0) sink.add("the arriving message stayed in the unexpected queue");
+          if (!wait_for(transport, receive)) sink.add("rank 1: the message never came");
+          for (std::size_t i = 0; i < count; ++i) {
+            if (data[i] != static_cast<std::uint32_t>(i * 2654435761u)) {
+              sink.add("rank 1: word " + std::to_string(i) + " wrong after the receive took over");
+              break;
+            }
+          }
+          int done = 1;
+          auto finish = transport.send(0, bytes_of(std::span(&done, 1)), 8);
+          if (!wait_for(transport, finish)) sink.add("rank 1: final word not sent");
+        }
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 TEST_CASE("a message of the wrong size is an error naming both sizes", "[tcp]") {
   job world(2);
   std::string message;

@@ -147,10 +147,13 @@ struct operation {
   message* source = nullptr;     // receive matched to an unexpected message still arriving
 };
 
-// A message that arrived before its receive was posted.
+// A message that arrived before its receive was posted. Its buffer is not zeroed: the socket
+// fills it, and pages are only touched as bytes arrive.
 struct message {
+  message(tag_t t, std::size_t n) : tag(t), size(n), data(new std::byte[n]) {}
   tag_t tag = 0;
-  std::vector<std::byte> data;
+  std::size_t size = 0;
+  std::unique_ptr<std::byte[]> data;
   bool complete = false;
   operation* claimed = nullptr;  // a receive waiting for the rest of it
 };
@@ -301,8 +304,20 @@ class engine {
     for (auto it = early.begin(); it != early.end(); ++it) {
       message* m = it->get();
       if (m->tag != tag || m->claimed != nullptr) continue;
+      connection* arriving = connections_[static_cast<std::size_t>(peer)].get();
       if (m->complete) {
         deliver_early(op, m);
+        early.erase(it);
+        resume_paused();
+      } else if (arriving != nullptr && arriving->early == m && m->size == op->size) {
+        // It is coming in right now: move what has come into the receive and read the rest
+        // straight there (a large message that arrived a moment early is not copied twice).
+        if (arriving->filled > 0) std::memcpy(op->in, m->data.get(), arriving->filled);
+        arriving->early = nullptr;
+        arriving->target = op;
+        arriving->sink = op->in;
+        op->state = status::active;
+        unexpected_bytes_ -= m->size;
         early.erase(it);
         resume_paused();
       } else {
@@ -410,12 +425,11 @@ class engine {
         } else {
           // Being filled from the socket: the rest lands in an early message, with what is in.
           connection& c = *connections_[static_cast<std::size_t>(op->peer)];
-          auto kept = std::make_unique<message>();
-          kept->tag = op->tag;
-          kept->data.assign(op->in, op->in + op->size);
+          auto kept = std::make_unique<message>(op->tag, op->size);
+          std::memcpy(kept->data.get(), op->in, op->size);
           c.target = nullptr;
           c.early = kept.get();
-          c.sink = kept->data.data();
+          c.sink = kept->data.get();
           unexpected_bytes_ += op->size;
           unexpected_[static_cast<std::size_t>(op->peer)].push_back(std::move(kept));
         }
@@ -899,11 +913,9 @@ class engine {
       return true;
     }
     if (unexpected_bytes_ + c.length > settings_.unexpected_limit) return false;
-    auto kept = std::make_unique<message>();
-    kept->tag = c.tag;
-    kept->data.resize(c.length);
+    auto kept = std::make_unique<message>(c.tag, c.length);
     c.early = kept.get();
-    c.sink = kept->data.data();
+    c.sink = kept->data.get();
     unexpected_bytes_ += c.length;
     unexpected_[static_cast<std::size_t>(c.peer)].push_back(std::move(kept));
     return true;
@@ -945,14 +957,14 @@ class engine {
 
   // Copies a complete early message into its receive and frees the room it held.
   void deliver_early(operation* op, message* m) {
-    unexpected_bytes_ -= m->data.size();
-    if (m->data.size() != op->size) {
+    unexpected_bytes_ -= m->size;
+    if (m->size != op->size) {
       op->size_mismatch = true;
-      op->other_size = m->data.size();
+      op->other_size = m->size;
       op->state = status::failed;
       return;
     }
-    if (!m->data.empty()) std::memcpy(op->in, m->data.data(), m->data.size());
+    if (m->size > 0) std::memcpy(op->in, m->data.get(), m->size);
     op->state = status::done;
   }
 
