@@ -80,6 +80,46 @@ bool wait_for(weft::tcp::transport& transport, weft::tcp::transport::request& re
   return transport.wait(request, weft::deadline_clock::now() + limit);
 }
 
+// Runs fn(rank, transport) on two thread-ranks; exceptions are recorded in sink.
+void two_ranks(failures& sink, const std::function<void(int, weft::tcp::transport&)>& fn) {
+  job world(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto transport = world.make(rank);
+        fn(rank, transport);
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+}
+
+// The large-message tests' payload: word i is i * 2654435761 (mod 2^32).
+std::vector<std::uint32_t> pattern(std::size_t count) {
+  std::vector<std::uint32_t> words(count);
+  for (std::size_t i = 0; i < count; ++i) words[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  return words;
+}
+void check_pattern(const std::vector<std::uint32_t>& words, failures& sink, const std::string& when) {
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (words[i] != static_cast<std::uint32_t>(i * 2654435761u)) {
+      sink.add("rank 1: word " + std::to_string(i) + " wrong " + when);
+      return;
+    }
+  }
+}
+
+// Rank 1 tells rank 0 it is done (tag 8), so neither closes while the other still reads.
+void final_word(weft::tcp::transport& transport, int rank, failures& sink) {
+  int done = rank;
+  auto word = rank == 0 ? transport.recv(1, writable_bytes_of(std::span(&done, 1)), 8)
+                        : transport.send(0, bytes_of(std::span(&done, 1)), 8);
+  if (!wait_for(transport, word)) sink.add("rank " + std::to_string(rank) + ": no final word");
+}
+
 }  // namespace
 
 TEST_CASE("conformance: the tcp transport", "[tcp]") {
@@ -188,106 +228,64 @@ TEST_CASE("early messages wait in a bounded queue; a large one waits in the sock
 }
 
 TEST_CASE("a receive dropped mid-message leaves the message to the next receive", "[tcp]") {
-  job world(2);
   failures sink;
-  std::vector<std::thread> threads;
   constexpr std::size_t count = std::size_t{8} << 20;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto transport = world.make(rank);
-        std::vector<std::uint32_t> data(count);
-        if (rank == 0) {
-          for (std::size_t i = 0; i < count; ++i)
-            data[i] = static_cast<std::uint32_t>(i * 2654435761u);
-          auto send = transport.send(1, bytes_of(data), 7);
-          if (!wait_for(transport, send)) sink.add("rank 0: send did not complete");
-          int done = 0;
-          auto finish = transport.recv(1, writable_bytes_of(std::span(&done, 1)), 8);
-          if (!wait_for(transport, finish)) sink.add("rank 0: no final word");
-        } else {
-          std::vector<std::uint32_t> abandoned(count, 0);
-          bool first_finished = false;
-          {
-            auto first = transport.recv(0, writable_bytes_of(abandoned), 7);
-            // Part of it may be in when the request is dropped (on a slow machine, all of it:
-            // then the first receive has the message and there is nothing to cancel).
-            first_finished = transport.wait(first, weft::deadline_clock::now() + 2ms);
-          }
-          if (first_finished) {
-            data = abandoned;
-          } else {
-            auto second = transport.recv(0, writable_bytes_of(data), 7);
-            if (!wait_for(transport, second)) sink.add("rank 1: the message never came");
-          }
-          for (std::size_t i = 0; i < count; ++i) {
-            if (data[i] != static_cast<std::uint32_t>(i * 2654435761u)) {
-              sink.add("rank 1: word " + std::to_string(i) + " wrong after the cancelled receive");
-              break;
-            }
-          }
-          int done = 1;
-          auto finish = transport.send(0, bytes_of(std::span(&done, 1)), 8);
-          if (!wait_for(transport, finish)) sink.add("rank 1: final word not sent");
-        }
-      } catch (const std::exception& failure) {
-        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+  two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
+    if (rank == 0) {
+      const auto data = pattern(count);
+      auto send = transport.send(1, bytes_of(data), 7);
+      if (!wait_for(transport, send)) sink.add("rank 0: send did not complete");
+    } else {
+      std::vector<std::uint32_t> data(count), abandoned(count, 0);
+      bool first_finished = false;
+      {
+        auto first = transport.recv(0, writable_bytes_of(abandoned), 7);
+        // Part of it may be in when the request is dropped (on a slow machine, all of it:
+        // then the first receive has the message and there is nothing to cancel).
+        first_finished = transport.wait(first, weft::deadline_clock::now() + 2ms);
       }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+      if (first_finished) {
+        data = abandoned;
+      } else {
+        auto second = transport.recv(0, writable_bytes_of(data), 7);
+        if (!wait_for(transport, second)) sink.add("rank 1: the message never came");
+      }
+      check_pattern(data, sink, "after the cancelled receive");
+    }
+    final_word(transport, rank, sink);
+  });
   INFO(sink.summary());
   CHECK(sink.empty());
 }
 
 TEST_CASE("a receive posted while its message is arriving takes the rest straight from the socket",
           "[tcp]") {
-  job world(2);
   failures sink;
-  std::vector<std::thread> threads;
   constexpr std::size_t count = std::size_t{8} << 20;  // 32 MiB: more than the socket buffers hold
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto transport = world.make(rank);
-        std::vector<std::uint32_t> data(count);
-        if (rank == 0) {
-          for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::uint32_t>(i * 2654435761u);
-          auto send = transport.send(1, bytes_of(data), 7);  // writes what the socket takes now
-          std::this_thread::sleep_for(300ms);  // and no more until it is waited on
-          if (!wait_for(transport, send)) sink.add("rank 0: send did not complete");
-          int done = 0;
-          auto finish = transport.recv(1, writable_bytes_of(std::span(&done, 1)), 8);
-          if (!wait_for(transport, finish)) sink.add("rank 0: no final word");
-        } else {
-          // Drive progress with an unrelated receive until the message has begun to arrive.
-          int dummy = 0;
-          auto probe = transport.recv(0, writable_bytes_of(std::span(&dummy, 1)), 999);
-          const auto give_up = std::chrono::steady_clock::now() + 5s;
-          while (transport.unexpected_bytes() == 0 && std::chrono::steady_clock::now() < give_up) {
-            transport.test(probe);
-          }
-          if (transport.unexpected_bytes() != count * 4) sink.add("the message did not start arriving early");
-          auto receive = transport.recv(0, writable_bytes_of(data), 7);
-          // Adopted: the early copy is gone at once, not when the last byte arrives.
-          if (transport.unexpected_bytes() != 0) sink.add("the arriving message stayed in the unexpected queue");
-          if (!wait_for(transport, receive)) sink.add("rank 1: the message never came");
-          for (std::size_t i = 0; i < count; ++i) {
-            if (data[i] != static_cast<std::uint32_t>(i * 2654435761u)) {
-              sink.add("rank 1: word " + std::to_string(i) + " wrong after the receive took over");
-              break;
-            }
-          }
-          int done = 1;
-          auto finish = transport.send(0, bytes_of(std::span(&done, 1)), 8);
-          if (!wait_for(transport, finish)) sink.add("rank 1: final word not sent");
-        }
-      } catch (const std::exception& failure) {
-        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+  two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
+    if (rank == 0) {
+      const auto data = pattern(count);
+      auto send = transport.send(1, bytes_of(data), 7);  // writes what the socket takes now
+      std::this_thread::sleep_for(300ms);                // and no more until it is waited on
+      if (!wait_for(transport, send)) sink.add("rank 0: send did not complete");
+    } else {
+      // Drive progress with an unrelated receive until the message has begun to arrive.
+      int dummy = 0;
+      auto probe = transport.recv(0, writable_bytes_of(std::span(&dummy, 1)), 999);
+      const auto give_up = std::chrono::steady_clock::now() + 5s;
+      while (transport.unexpected_bytes() == 0 && std::chrono::steady_clock::now() < give_up) {
+        transport.test(probe);
       }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+      if (transport.unexpected_bytes() != count * 4) sink.add("the message did not start arriving early");
+      std::vector<std::uint32_t> data(count);
+      auto receive = transport.recv(0, writable_bytes_of(data), 7);
+      // Taken over: the early copy is gone at once, not when the last byte arrives.
+      if (transport.unexpected_bytes() != 0) sink.add("the arriving message stayed in the unexpected queue");
+      if (!wait_for(transport, receive)) sink.add("rank 1: the message never came");
+      check_pattern(data, sink, "after the receive took over");
+    }
+    final_word(transport, rank, sink);
+  });
   INFO(sink.summary());
   CHECK(sink.empty());
 }
