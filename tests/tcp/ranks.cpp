@@ -21,6 +21,8 @@ namespace net = weft::ofi;
 namespace net = weft::tcp;
 #endif
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -103,6 +105,9 @@ int survive(net::session& job, int victim, const std::string& expected) {
   const int new_rank = rank < victim ? rank : rank - 1;
   net::config settings = net::config::from_environment();
   settings.prefix = "weft-without-" + std::to_string(victim);
+  // A rank that saw the death at once (peer_lost) meets ranks that see it only when their wait
+  // times out (WEFT_TIMEOUT_MS later, on fabrics without connections): wait well beyond that.
+  settings.connect_timeout = std::max<std::chrono::milliseconds>(settings.connect_timeout, 30s);
 #ifndef WEFT_TEST_OFI
   settings.secret = job.launch().secret.empty() ? settings.secret : job.launch().secret;
   if (settings.secret.empty())

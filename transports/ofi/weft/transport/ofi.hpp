@@ -213,6 +213,13 @@ class transport {
   host_memory& memory() { return state_->memory; }
   static constexpr std::string_view tuning_key = "ofi";
 
+  // Called by the communicator when one of its waits fails. libfabric ranks learn of a death by
+  // their own timeouts (no notice is sent: sending to a dead peer is not safe on every
+  // provider); this only records it, so closing skips the farewell to every peer.
+  void abort(int /*culprit*/, std::string_view /*reason*/) {
+    if (state_) state_->peer_failed = true;
+  }
+
   // The provider and fabric fi_getinfo chose, e.g. "shm" on "shm", "tcp;ofi_rxm" on "192.0.2.0/24".
   std::string provider() const { return state_->info->fabric_attr->prov_name; }
   std::string fabric() const {
@@ -266,6 +273,8 @@ class transport {
     std::vector<detail::operation*> free_ops;
     std::deque<detail::operation*> self_sends, self_receives;
     std::size_t in_flight = 0;  // operations the fabric still holds
+    bool ready = false;         // every peer's address is in the address vector
+    bool peer_failed = false;   // an operation failed or the communicator gave up on a peer
     bool broken = false;  // the endpoint was closed to take back a buffer: nothing works anymore
     std::string broken_reason;
 
@@ -274,6 +283,10 @@ class transport {
     fabric_state& operator=(const fabric_state&) = delete;
 
     ~fabric_state() {
+      try {
+        farewell();
+      } catch (...) {  // closing goes on whatever the fabric says
+      }
       // Give the fabric a moment to finish what it still holds (orphaned sends).
       const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
       while (ep != nullptr && in_flight > 0 && deadline_clock::now() < limit) {
@@ -286,6 +299,31 @@ class transport {
       if (domain != nullptr) fi_close(&domain->fid);
       if (fabric != nullptr) fi_close(&fabric->fid);
       if (info != nullptr) fi_freeinfo(info);
+    }
+
+    // Before the endpoint closes, each rank sends every peer an empty message under a reserved
+    // tag and waits, for at most farewell_wait, for the same from each. A rank whose last call
+    // finished early so keeps its endpoint open until its peers are done: providers that report
+    // a send complete before its data has left (net, with its own progress thread) would
+    // otherwise drop it when the endpoint closes, and the peer would wait for it in vain. Skipped
+    // when a peer has failed (sending to a dead peer is not safe on every provider).
+    static constexpr tag_t farewell_tag = 0xffffffff7fffffffu;  // no communicator makes this tag
+    static constexpr std::chrono::milliseconds farewell_wait{2000};
+    void farewell() {
+      if (ep == nullptr || !ready || broken || peer_failed || size <= 1) return;
+      std::vector<detail::operation*> ops;
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) continue;
+        ops.push_back(post(false, peer, nullptr, 0, farewell_tag));
+        ops.push_back(post(true, peer, nullptr, 0, farewell_tag));
+      }
+      const auto limit = deadline_clock::now() + farewell_wait;
+      auto settled = [](const detail::operation* op) {
+        return op->state == detail::status::done || op->state == detail::status::failed;
+      };
+      while (!std::all_of(ops.begin(), ops.end(), settled) && deadline_clock::now() < limit) {
+        if (!progress()) std::this_thread::yield();
+      }
     }
 
     std::string who() const { return "rank " + std::to_string(rank); }
@@ -432,6 +470,7 @@ class transport {
                                            "'");
         }
       }
+      ready = true;
     }
 
     // ---- memory registration ---------------------------------------------------------------
@@ -631,6 +670,7 @@ class transport {
 
     void fail(detail::operation* op, errc code, const std::string& why) {
       if (op->state == detail::status::failed) return;
+      peer_failed = true;
       op->state = detail::status::failed;
       op->code = code;
       op->failure = why;
