@@ -11,6 +11,7 @@
 // failed, 2 for bad flags.
 #include "bench.hpp"
 
+#include <weft/bootstrap/environment.hpp>
 #include <weft/transport/inproc.hpp>
 #if WEFT_BENCH_TCP
 #include <weft/transport/tcp.hpp>
@@ -31,14 +32,6 @@ const std::vector<std::string>& compiled_transports() {
 #endif
   };
   return names;
-}
-
-// Whether a launcher (weft-run, mpirun, srun, torchrun) started this process.
-bool launched() {
-  for (const char* name : {"WEFT_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return true;
-  }
-  return false;
 }
 
 void print_header(const weft_bench::settings& options, const std::string& transport, const std::string& where,
@@ -68,7 +61,10 @@ int run_session(Session& job, const weft_bench::settings& options, const std::st
 
 int main(int argc, char** argv) {
   weft_bench::settings options = weft_bench::parse(argc, argv);
-  if (options.transport.empty()) options.transport = launched() ? "tcp" : "inproc";
+  // Launched (weft-run, mpirun, srun, torchrun): one process per rank over TCP.
+  if (options.transport.empty()) {
+    options.transport = weft::bootstrap::launcher_present() ? "tcp" : "inproc";
+  }
   weft_bench::require_one_of("--transport", options.transport, compiled_transports());
   if (options.transport != "inproc" && options.ranks != 0) {
     weft_bench::usage("--ranks is for --transport inproc; with " + options.transport +

@@ -56,36 +56,57 @@ inline int parse_int(const char* name, const char* text) {
   return static_cast<int>(value);
 }
 
-// Reads one launcher's pair of variables; true when both were present.
-inline bool read_pair(launch& out, const char* launcher, const char* rank, const char* size,
-                      const char* local_rank, const char* local_size) {
-  const char* r = variable(rank);
-  const char* s = variable(size);
+// The launchers whose variables are read, in the order they are tried: weft's own first.
+struct launcher_variables {
+  const char* name;
+  const char* rank;
+  const char* size;
+  const char* local_rank;  // nullptr when the launcher has none
+  const char* local_size;
+};
+
+inline constexpr launcher_variables launchers[] = {
+    {"weft", "WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+};
+
+// Reads one launcher's variables; true when its rank and size were both present.
+inline bool read_launcher(launch& out, const launcher_variables& names) {
+  const char* r = variable(names.rank);
+  const char* s = variable(names.size);
   if (r == nullptr || s == nullptr) return false;
-  out.launcher = launcher;
-  out.rank = parse_int(rank, r);
-  out.size = parse_int(size, s);
-  if (const char* lr = local_rank ? variable(local_rank) : nullptr)
-    out.local_rank = parse_int(local_rank, lr);
-  if (const char* ls = local_size ? variable(local_size) : nullptr)
-    out.local_size = parse_int(local_size, ls);
+  out.launcher = names.name;
+  out.rank = parse_int(names.rank, r);
+  out.size = parse_int(names.size, s);
+  if (const char* lr = names.local_rank ? variable(names.local_rank) : nullptr)
+    out.local_rank = parse_int(names.local_rank, lr);
+  if (const char* ls = names.local_size ? variable(names.local_size) : nullptr)
+    out.local_size = parse_int(names.local_size, ls);
   return true;
 }
 
 }  // namespace detail
 
+// True when a launcher put a rank in the environment (whether or not the rest is complete):
+// a program that can run alone or launched asks this before choosing how to start.
+inline bool launcher_present() {
+  for (const auto& names : detail::launchers) {
+    if (detail::variable(names.rank) != nullptr) return true;
+  }
+  return false;
+}
+
 // Reads the launch from the environment; throws errc::invalid_argument saying what is missing.
 inline launch from_environment() {
   launch out;
-  const bool found =
-      detail::read_pair(out, "weft", "WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK",
-                        "WEFT_LOCAL_SIZE") ||
-      detail::read_pair(out, "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE") ||
-      detail::read_pair(out, "MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
-                        "MPI_LOCALNRANKS") ||
-      detail::read_pair(out, "Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr) ||
-      detail::read_pair(out, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+  bool found = false;
+  for (const auto& names : detail::launchers) {
+    if ((found = detail::read_launcher(out, names))) break;
+  }
   if (!found) {
     throw error(errc::invalid_argument,
                 "no rank and size in the environment: start the program with weft-run -n N, "
