@@ -343,6 +343,17 @@ void check_root(const Comm& comm, collective kind, int root) {
   }
 }
 
+// Point-to-point: `role` names the peer ("peer", "destination", "source") in the message.
+template <class Comm>
+void check_peer(const Comm& comm, collective kind, const char* role, int peer, int tag) {
+  if (peer < 0 || peer >= comm.size()) {
+    invalid(comm.rank(), kind,
+            std::string(role) + " " + std::to_string(peer) +
+                " is not a rank of this communicator (size " + std::to_string(comm.size()) + ")");
+  }
+  if (tag < 0) invalid(comm.rank(), kind, "tag " + std::to_string(tag) + " is negative");
+}
+
 inline bool overlaps(const_bytes a, const_bytes b) {
   if (a.empty() || b.empty()) return false;
   const auto* a_begin = a.data();
@@ -649,11 +660,7 @@ report barrier(communicator<Transport>& comm, Algorithm = {}) {
 template <transport Transport, class T>
   requires element<std::remove_const_t<T>>
 report send(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
-  if (peer < 0 || peer >= comm.size() || tag < 0) {
-    detail::invalid(comm.rank(), collective::send,
-                    "peer " + std::to_string(peer) + " or tag " + std::to_string(tag) +
-                        " out of range (size " + std::to_string(comm.size()) + ", tag >= 0)");
-  }
+  detail::check_peer(comm, collective::send, "peer", peer, tag);
   comm.begin(collective::send, "direct");
   comm.next_step();
   auto operation = comm.send_user(peer, std::as_bytes(data), tag);
@@ -663,11 +670,7 @@ report send(communicator<Transport>& comm, std::span<T> data, int peer, int tag 
 
 template <transport Transport, element T>
 report recv(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
-  if (peer < 0 || peer >= comm.size() || tag < 0) {
-    detail::invalid(comm.rank(), collective::recv,
-                    "peer " + std::to_string(peer) + " or tag " + std::to_string(tag) +
-                        " out of range (size " + std::to_string(comm.size()) + ", tag >= 0)");
-  }
+  detail::check_peer(comm, collective::recv, "peer", peer, tag);
   comm.begin(collective::recv, "direct");
   comm.next_step();
   auto operation = comm.recv_user(peer, std::as_writable_bytes(data), tag);
@@ -681,12 +684,8 @@ template <transport Transport, class T, element U>
   requires element<std::remove_const_t<T>>
 report sendrecv(communicator<Transport>& comm, std::span<T> out, int dest, std::span<U> in,
                 int source, int tag = 0) {
-  if (dest < 0 || dest >= comm.size() || source < 0 || source >= comm.size() || tag < 0) {
-    detail::invalid(comm.rank(), collective::sendrecv,
-                    "destination " + std::to_string(dest) + ", source " + std::to_string(source) +
-                        " or tag " + std::to_string(tag) + " out of range (size " +
-                        std::to_string(comm.size()) + ", tag >= 0)");
-  }
+  detail::check_peer(comm, collective::sendrecv, "destination", dest, tag);
+  detail::check_peer(comm, collective::sendrecv, "source", source, tag);
   detail::check_overlap(comm, collective::sendrecv, std::as_bytes(out), std::as_bytes(in));
   comm.begin(collective::sendrecv, "direct");
   comm.next_step();
