@@ -165,6 +165,33 @@ TEST_CASE("large messages cross tcp intact, bitwise equal on every rank", "[tcp]
   CHECK(sink.empty());
 }
 
+TEST_CASE("socket buffers left to the kernel (socket_buffer_bytes 0) carry a large allreduce", "[tcp]") {
+  constexpr int size = 3;
+  job world(size);
+  failures sink;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto settings = test_config();
+        settings.socket_buffer_bytes = 0;
+        auto transport = world.make(rank, settings);
+        tcp_comm comm(transport, test_options(1 << 18));
+        std::vector<std::int64_t> data(std::size_t{1} << 20, rank + 1);  // 8 MiB each
+        weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{}, weft::ring{});
+        if (std::any_of(data.begin(), data.end(), [](std::int64_t x) { return x != 6; })) {
+          sink.add("rank " + std::to_string(rank) + ": wrong sum");
+        }
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 TEST_CASE("early messages wait in a bounded queue; a large one waits in the socket", "[tcp]") {
   job world(2);
   failures sink;
@@ -657,6 +684,15 @@ TEST_CASE("bootstrap reads every launcher's variables", "[tcp][bootstrap]") {
   {
     environment set({});
     CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("weft-run"));
+    CHECK_FALSE(weft::bootstrap::launcher_present());
+  }
+  {
+    environment set({{"SLURM_PROCID", "0"}});  // launched, though the rest is missing
+    CHECK(weft::bootstrap::launcher_present());
+  }
+  {
+    environment set({{"RANK", ""}});  // an empty variable is no launcher
+    CHECK_FALSE(weft::bootstrap::launcher_present());
   }
   CHECK_THROWS_WITH(weft::bootstrap::split_address("nohost"), Catch::Contains("host:port"));
   CHECK(weft::bootstrap::split_address("[::1]:80").first == "::1");

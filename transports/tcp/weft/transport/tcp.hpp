@@ -75,7 +75,7 @@ struct config {
       "weft";  // store keys start with it; a new world over one store needs a new one
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // for the whole start-up
   std::size_t unexpected_limit = std::size_t{256} << 20;  // bytes of early messages held
-  int socket_buffer_bytes = 4 << 20;                      // SO_SNDBUF and SO_RCVBUF
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF and SO_RCVBUF; 0: the kernel autotunes them
   std::chrono::microseconds spin{50};  // how long a wait polls (yielding) before it sleeps in epoll
 
   static config from_environment() {
@@ -512,7 +512,7 @@ class engine {
     }
     const tcp::endpoint where(ip, 0);
     acceptor_.open(where.protocol(), failure);
-    if (!failure)
+    if (!failure && settings_.socket_buffer_bytes > 0)
       acceptor_.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
                            failure);
     if (!failure) acceptor_.bind(where, failure);
@@ -543,6 +543,7 @@ class engine {
   void tune(tcp::socket& socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    if (settings_.socket_buffer_bytes <= 0) return;  // the kernel's autotuning
     socket.set_option(asio::socket_base::send_buffer_size(settings_.socket_buffer_bytes), ignored);
     socket.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
                       ignored);
