@@ -4,7 +4,8 @@ timing, alternating the systems in one run so the machine's noise hits all of th
 
     python3 benchmarks/compare/compare.py [--build build] [--ranks 2,4] [--reps 3]
         [--collectives allreduce,broadcast,alltoall,allgather,reduce_scatter]
-        [-b 8] [-e 64M] [-f 2] [-n 10] [-w 2] [--out DIR] [--smoke]
+        [-b 8] [-e 64M] [-f 2] [-n 10] [-w 2] [--small-max 64K] [--small-iterations 100]
+        [--out DIR] [--smoke]
 
 Systems (each skipped, loudly, when its program or launcher is missing):
     weft-tcp    weft-run -n N weft-bench --transport tcp
@@ -103,10 +104,11 @@ class Systems:
             return [c for c in collectives if c in MPI_COLLECTIVES]
         return list(collectives)
 
-    def command(self, name, ranks, collective, json_path, store_dir):
+    def command(self, name, ranks, collective, piece, json_path, store_dir):
         a = self.args
-        sweep = ["--collective", collective, "-b", str(a.min_bytes), "-e", str(a.max_bytes), "-f", str(a.factor),
-                 "-n", str(a.iterations), "-w", str(a.warmup), "--json", json_path]
+        low, high, iterations = piece
+        sweep = ["--collective", collective, "-b", str(low), "-e", str(high), "-f", str(a.factor),
+                 "-n", str(iterations), "-w", str(a.warmup), "--json", json_path]
         env = dict(os.environ, WEFT_OFI_QUIET="1")
         if name == "weft-tcp":
             return self.weft_run + ["-n", str(ranks), "--no-prefix", "--", self.weft_bench, "--transport", "tcp"] + sweep, env
@@ -124,6 +126,47 @@ class Systems:
         return self.weft_run + ["-n", str(ranks), "--no-prefix", "--", self.gloo_bench, "--algorithm", algorithm] + sweep, env
 
 
+def sweep_pieces(args):
+    """The sweep as (min, max, iterations) runs: sizes up to --small-max get --small-iterations
+    (a latency median over 10 calls of ~100 us is one scheduler hiccup away from doubling), the
+    rest -n."""
+    sizes = []
+    size = args.min_bytes
+    while size <= args.max_bytes:
+        sizes.append(size)
+        size *= args.factor
+    small = [s for s in sizes if s <= args.small_max]
+    large = [s for s in sizes if s > args.small_max]
+    pieces = []
+    if small:
+        pieces.append((small[0], small[-1], max(args.iterations, args.small_iterations)))
+    if large:
+        pieces.append((large[0], large[-1], args.iterations))
+    return pieces
+
+
+def run_one(systems, name, ranks, collective, piece, path, args):
+    """Runs one program over one piece of the sweep: (document, problem or None, output)."""
+    with tempfile.TemporaryDirectory() as store_dir:
+        command, env = systems.command(name, ranks, collective, piece, path, store_dir)
+        try:
+            finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+            problem = None if finished.returncode == 0 else f"exit status {finished.returncode}"
+            output = finished.stdout + finished.stderr
+        except subprocess.TimeoutExpired as expired:
+            problem, output = f"did not finish in {args.timeout} s", str(expired.stdout or "")
+    with open(path.replace(".json", ".txt"), "w") as log:
+        log.write(" ".join(command) + "\n" + output)
+    document = None
+    if problem is None:
+        try:
+            with open(path) as handle:
+                document = json.load(handle)
+        except (OSError, ValueError) as error:
+            problem = f"no JSON ({error})"
+    return document, problem, output
+
+
 def run_all(args, systems, out_dir):
     """Runs every repetition; returns {(ranks, collective, system): [json document, ...]}."""
     names = systems.names()
@@ -136,25 +179,19 @@ def run_all(args, systems, out_dir):
         for name in order:
             if collective not in systems.collectives_for(name, [collective]):
                 continue
-            path = os.path.join(out_dir, "runs", f"{name}-{ranks}ranks-{collective}-rep{rep + 1}.json")
-            with tempfile.TemporaryDirectory() as store_dir:
-                command, env = systems.command(name, ranks, collective, path, store_dir)
-                print(f"[{time.time() - started:6.0f} s] rep {rep + 1}/{args.reps}, {ranks} ranks, {collective}: {name}",
-                      file=sys.stderr, flush=True)
-                try:
-                    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
-                    problem = None if finished.returncode == 0 else f"exit status {finished.returncode}"
-                    output = finished.stdout + finished.stderr
-                except subprocess.TimeoutExpired as expired:
-                    problem, output = f"did not finish in {args.timeout} s", str(expired.stdout or "")
-            with open(path.replace(".json", ".txt"), "w") as log:
-                log.write(" ".join(command) + "\n" + output)
-            if problem is None:
-                try:
-                    with open(path) as handle:
-                        document = json.load(handle)
-                except (OSError, ValueError) as error:
-                    problem = f"no JSON ({error})"
+            print(f"[{time.time() - started:6.0f} s] rep {rep + 1}/{args.reps}, {ranks} ranks, {collective}: {name}",
+                  file=sys.stderr, flush=True)
+            document, problem, output = None, None, ""
+            for part, piece in enumerate(sweep_pieces(args)):
+                path = os.path.join(out_dir, "runs", f"{name}-{ranks}ranks-{collective}-rep{rep + 1}-part{part + 1}.json")
+                part_document, problem, output = run_one(systems, name, ranks, collective, piece, path, args)
+                if problem:
+                    break
+                if document is None:
+                    document = part_document
+                else:
+                    document["results"] += part_document["results"]
+                    document["wrong"] += part_document["wrong"]
             if problem is None and document["wrong"] != 0:
                 problem = f"{document['wrong']} wrong elements"
             if problem:
@@ -262,7 +299,8 @@ def goals(table, args):
 def report(table, checks, args, systems, failures):
     lines = [f"# weft vs Open MPI vs Gloo: busbw (GB/s), median [min-max] of {args.reps} repetition(s)", ""]
     lines.append(f"Sizes {human(args.min_bytes)} to {human(args.max_bytes)} (factor {args.factor}), float32 sum, "
-                 f"{args.iterations} timed iterations after {args.warmup} warm-up, median of the slowest rank's "
+                 f"{args.iterations} timed iterations ({max(args.iterations, args.small_iterations)} up to "
+                 f"{human(args.small_max)}) after {args.warmup} warm-up, median of the slowest rank's "
                  f"time per call. Machine: {machine()}.")
     for name, why in systems.missing.items():
         lines.append(f"\nNot measured: {name}: {why}")
@@ -379,6 +417,8 @@ def main():
     parser.add_argument("-f", dest="factor", type=int, default=2)
     parser.add_argument("-n", dest="iterations", type=int, default=10)
     parser.add_argument("-w", dest="warmup", type=int, default=2)
+    parser.add_argument("--small-max", default="64K", help="sizes up to this run --small-iterations times")
+    parser.add_argument("--small-iterations", type=int, default=100)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per run")
     parser.add_argument("--out", default=None, help="directory for the results (default: compare-results/<time>)")
     parser.add_argument("--no-shm", action="store_true", help="leave out weft-shm and mpi-vader")
@@ -387,9 +427,11 @@ def main():
     if args.smoke:
         args.ranks, args.reps, args.collectives = "2", 1, "allreduce,broadcast"
         args.min_bytes, args.max_bytes, args.factor, args.iterations, args.warmup = "8", "64K", 16, 2, 1
+        args.small_max, args.small_iterations = "2K", 2  # both pieces of the sweep run
     args.ranks = [int(r) for r in args.ranks.split(",")]
     args.collectives = args.collectives.split(",")
     args.min_bytes, args.max_bytes = parse_size(str(args.min_bytes)), parse_size(str(args.max_bytes))
+    args.small_max = parse_size(str(args.small_max))
     out_dir = args.out or os.path.join("compare-results", time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(os.path.join(out_dir, "runs"), exist_ok=True)
     systems = Systems(args)
