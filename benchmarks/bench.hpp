@@ -518,8 +518,10 @@ inline void print_form(const std::optional<form_result>& form) {
 // in_place, settings) on every rank for the forms has_form(collective, in_place) allows, then
 // sum_across(wrong counts) on every rank; rank 0 prints the rows and fills `totals`. As in
 // nccl-tests, each collective is first warmed up at the largest and the smallest size (-w calls
-// each, untimed): connections, socket buffers and caches reach their steady state before the
+// each, untimed), and at the smallest size for warm_up_time more: connections, socket buffers,
+// caches and the placement of the ranks on the cores reach their steady state before the
 // first timed row, whichever library is measured.
+inline constexpr std::chrono::milliseconds warm_up_time{200};
 template <class Measure, class HasForm, class SumAcross>
 void sweep(const settings& options, std::size_t element_size, int p, int rank, const std::vector<std::string>& collectives,
            Measure&& measure_form, HasForm&& has_form, SumAcross&& sum_across, summary& totals) {
@@ -544,6 +546,19 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
     try {
       for (const std::size_t bytes : {sizes.back(), sizes.front()}) {
         if (options.warmup > 0 && count_of(bytes) > 0) measure_form(collective, count_of(bytes), first_form_in_place, warm_up);
+      }
+      // Then the smallest size again until warm_up_time has passed on the ranks (on average,
+      // so that every rank takes the same decision): right after start-up, ranks a launcher
+      // did not bind to cores share one core for some tens of milliseconds, and a
+      // small-message latency measured then is several times the steady one.
+      const std::size_t smallest = count_of(sizes.front());
+      const auto started = std::chrono::steady_clock::now();
+      while (options.warmup > 0 && smallest > 0) {
+        const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+        const auto average = sum_across(std::array<std::size_t, 2>{static_cast<std::size_t>(waited.count()), 0})[0] /
+                             static_cast<std::size_t>(p);
+        if (std::chrono::microseconds(average) >= warm_up_time) break;
+        measure_form(collective, smallest, first_form_in_place, warm_up);
       }
     } catch (const skipped& reason) {
       if (rank == 0) {
