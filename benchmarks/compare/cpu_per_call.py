@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""CPU seconds per call: how much processor time one collective call costs, summed over its
+ranks (user + system, every process the launcher started), and how many cores were busy.
+
+    python3 benchmarks/compare/cpu_per_call.py [--ranks 4] [--bytes 64M] [--runs 2]
+        [--collective allreduce] [--system weft-tcp,gloo-ring,mpi-tcp] [--few 2] [--many 22]
+        [-- extra flags for every program]
+
+When the ranks outnumber the cores, busbw says little about why one library is ahead: every
+system keeps the cores busy, and the one that needs less processor time per call wins. Each
+system runs twice, with --few and with --many timed iterations at one size; the difference in
+CPU time (getrusage of the children) and in wall time, divided by the difference in calls,
+cancels start-up, connection set-up and warm-up. weft-bench times both forms (out of place and
+in place) per iteration, the peers one form, so their call counts are counted accordingly; the
+in-place form's inputs are restored between calls, which weft-bench's figure includes.
+"""
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def command(system, args, iterations, store_dir):
+    """(argv, env, calls per iteration) of one system's run."""
+    build = args.build
+    weft_run = [sys.executable, os.path.join(ROOT, "tools", "weft-run"), "-n", str(args.ranks), "--no-prefix", "--"]
+    sweep = ["--collective", args.collective, "-b", args.bytes, "-e", args.bytes, "-n", str(iterations),
+             "-w", "0"] + args.extra
+    env = dict(os.environ, WEFT_OFI_QUIET="1")
+    if system == "weft-tcp":
+        return weft_run + [os.path.join(build, "benchmarks", "weft-bench"), "--transport", "tcp"] + sweep, env, 2
+    if system.startswith("gloo-"):
+        env["WEFT_STORE_PATH"] = store_dir
+        program = os.path.join(build, "benchmarks", "compare", "gloo-bench")
+        return weft_run + [program, "--algorithm", system[len("gloo-"):]] + sweep, env, 1
+    if system == "mpi-tcp":
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,tcp",
+                   OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo", OMPI_MCA_pml="ob1")
+        program = os.path.join(build, "benchmarks", "compare", "mpi-bench")
+        return [shutil.which("mpirun") or "mpirun", "-n", str(args.ranks), "--oversubscribe", "--bind-to", "none",
+                program, "--transport", "tcp"] + sweep, env, 1
+    raise SystemExit(f"cpu_per_call.py: unknown system '{system}' (weft-tcp, gloo-ALG, mpi-tcp)")
+
+
+def measure(system, args, iterations):
+    """(cpu seconds, wall seconds, calls) of one run."""
+    with tempfile.TemporaryDirectory() as store_dir:
+        argv, env, forms = command(system, args, iterations, store_dir)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        finished = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.timeout)
+        wall = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if finished.returncode != 0:
+        raise SystemExit(f"cpu_per_call.py: {system} failed (exit {finished.returncode}):\n"
+                         f"{' '.join(argv)}\n{(finished.stdout + finished.stderr)[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, iterations * forms
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--bytes", default="64M")
+    parser.add_argument("--collective", default="allreduce")
+    parser.add_argument("--system", default="weft-tcp,gloo-ring,mpi-tcp")
+    parser.add_argument("--runs", type=int, default=2, help="alternating rounds over the systems")
+    parser.add_argument("--few", type=int, default=2)
+    parser.add_argument("--many", type=int, default=22)
+    parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("extra", nargs="*", help="after --: flags for every program")
+    args = parser.parse_args()
+    if args.many <= args.few:
+        raise SystemExit("cpu_per_call.py: --many must exceed --few")
+    print(f"# {args.collective}, {args.bytes} bytes, {args.ranks} ranks on {os.cpu_count()} cores; "
+          f"CPU seconds per call summed over the ranks")
+    print(f"{'system':<24} {'cpu s/call':>10} {'wall s/call':>11} {'cores busy':>10}")
+    for _ in range(args.runs):
+        for system in args.system.split(","):
+            cpu_few, wall_few, calls_few = measure(system, args, args.few)
+            cpu_many, wall_many, calls_many = measure(system, args, args.many)
+            calls = calls_many - calls_few
+            cpu, wall = (cpu_many - cpu_few) / calls, (wall_many - wall_few) / calls
+            busy = cpu / wall if wall > 0 else float("nan")
+            print(f"{system:<24} {cpu:>10.4f} {wall:>11.4f} {busy:>10.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
