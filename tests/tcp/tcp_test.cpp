@@ -10,6 +10,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -165,6 +168,59 @@ TEST_CASE("large messages cross tcp intact, bitwise equal on every rank", "[tcp]
   CHECK(sink.empty());
 }
 
+// The receive buffers two thread-ranks on this host get when each thread may use `cpus` CPUs.
+std::array<int, 2> buffers_with_cpus(int cpus, failures& sink) {
+  job world(2);
+  std::array<int, 2> seen{0, 0};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        cpu_set_t mask;
+        CPU_ZERO(&mask);
+        for (int cpu = 0; cpu < cpus; ++cpu) CPU_SET(cpu, &mask);
+        if (sched_setaffinity(0, sizeof(mask), &mask) != 0) throw std::runtime_error("sched_setaffinity failed");
+        auto transport = world.make(rank);
+        seen[static_cast<std::size_t>(rank)] = transport.receive_buffer_bytes(1 - rank);
+        if (transport.receive_buffer_bytes(rank) != 0) sink.add("a buffer for a connection to itself");
+        // Neither says goodbye (which closes the connection) before both have looked.
+        int mine = rank, theirs = -1;
+        auto heard = transport.recv(1 - rank, writable_bytes_of(std::span(&theirs, 1)), 8);
+        auto told = transport.send(1 - rank, bytes_of(std::span(&mine, 1)), 8);
+        if (!wait_for(transport, heard) || !wait_for(transport, told)) sink.add("rank " + std::to_string(rank) + ": no word");
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return seen;
+}
+
+TEST_CASE("ranks crowding one host's CPUs get small socket buffers between them", "[tcp]") {
+  const weft::tcp::config defaults;
+  failures sink;
+  // Two ranks on one CPU: crowded. Linux reports twice the size asked.
+  for (const int seen : buffers_with_cpus(1, sink)) {
+    INFO("receive buffer " << seen << ", crowded size " << defaults.crowded_socket_buffer_bytes);
+    CHECK((seen == defaults.crowded_socket_buffer_bytes || seen == 2 * defaults.crowded_socket_buffer_bytes));
+  }
+  // Two ranks on two CPUs: each has a core, the buffers stay large.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  if (CPU_ISSET(0, &allowed) && CPU_ISSET(1, &allowed)) {
+    for (const int seen : buffers_with_cpus(2, sink)) {
+      INFO("receive buffer " << seen);
+      CHECK(seen > 2 * defaults.crowded_socket_buffer_bytes);
+    }
+  } else {
+    WARN("CPUs 0 and 1 are not both available: the uncrowded half is not checked");
+  }
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 TEST_CASE("socket buffers left to the kernel (socket_buffer_bytes 0) carry a large allreduce", "[tcp]") {
   constexpr int size = 3;
   job world(size);
@@ -175,6 +231,7 @@ TEST_CASE("socket buffers left to the kernel (socket_buffer_bytes 0) carry a lar
       try {
         auto settings = test_config();
         settings.socket_buffer_bytes = 0;
+        settings.crowded_socket_buffer_bytes = 0;
         auto transport = world.make(rank, settings);
         tcp_comm comm(transport, test_options(1 << 18));
         std::vector<std::int64_t> data(std::size_t{1} << 20, rank + 1);  // 8 MiB each

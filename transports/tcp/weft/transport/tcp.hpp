@@ -49,6 +49,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -75,7 +77,13 @@ struct config {
       "weft";  // store keys start with it; a new world over one store needs a new one
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // for the whole start-up
   std::size_t unexpected_limit = std::size_t{256} << 20;  // bytes of early messages held
-  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF and SO_RCVBUF; 0: the kernel autotunes them
+  // SO_SNDBUF and SO_RCVBUF of every connection (0: the kernel autotunes them), except those
+  // between ranks on one host when it runs more ranks than this process has CPUs: then
+  // crowded_socket_buffer_bytes. There TCP is two kernel copies per byte on cores the ranks
+  // share, and small buffers keep the bytes in flight, and the pages that carry them, in cache;
+  // with a core per rank, large buffers let a sender run ahead (docs/performance.md).
+  int socket_buffer_bytes = 4 << 20;
+  int crowded_socket_buffer_bytes = 256 << 10;
   std::chrono::microseconds spin{50};  // how long a wait polls (yielding) before it sleeps in epoll
 
   static config from_environment() {
@@ -88,6 +96,9 @@ struct config {
     }
     if (const char* value = std::getenv("WEFT_TCP_SOCKET_BUFFER")) {
       result.socket_buffer_bytes = static_cast<int>(std::strtol(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_TCP_CROWDED_SOCKET_BUFFER")) {
+      result.crowded_socket_buffer_bytes = static_cast<int>(std::strtol(value, nullptr, 10));
     }
     if (const char* value = std::getenv("WEFT_TCP_SPIN_US")) {
       result.spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
@@ -249,6 +260,14 @@ class engine {
   std::string listening_address() const { return address_; }
   std::uint64_t rejected_connections() const { return rejected_.count(); }
   std::size_t unexpected_bytes() const { return unexpected_bytes_; }
+  int receive_buffer_bytes(int peer) const {
+    const auto& c = connections_.at(static_cast<std::size_t>(peer));
+    if (!c) return 0;
+    asio::socket_base::receive_buffer_size size;
+    boost::system::error_code failure;
+    c->socket.get_option(size, failure);
+    return failure ? 0 : size.value();
+  }
 
   operation* post_send(int peer, std::span<const std::byte> data, tag_t tag) {
     check_peer(peer, "send to");
@@ -485,6 +504,7 @@ class engine {
                                      " ms at start-up: no connection from rank(s) " + missing +
                                      " (not started, or cannot reach " + address_ + ")");
     }
+    size_crowded_buffers();
     for (auto& owned : connections_) {
       if (!owned) continue;
       owned->socket.non_blocking(true);
@@ -543,10 +563,41 @@ class engine {
   void tune(tcp::socket& socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    if (settings_.socket_buffer_bytes <= 0) return;  // the kernel's autotuning
-    socket.set_option(asio::socket_base::send_buffer_size(settings_.socket_buffer_bytes), ignored);
-    socket.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
-                      ignored);
+    size_buffers(socket, settings_.socket_buffer_bytes);
+  }
+
+  static void size_buffers(tcp::socket& socket, int bytes) {
+    if (bytes <= 0) return;  // the kernel's autotuning
+    boost::system::error_code ignored;
+    socket.set_option(asio::socket_base::send_buffer_size(bytes), ignored);
+    socket.set_option(asio::socket_base::receive_buffer_size(bytes), ignored);
+  }
+
+  // Once every connection is up: when this host runs more ranks than this process has CPUs,
+  // the connections between them get the crowded buffer size.
+  void size_crowded_buffers() {
+    int here = 1;  // this rank
+    for (const auto& owned : connections_) here += owned && same_host(owned->socket) ? 1 : 0;
+    if (here <= available_cpus()) return;
+    for (auto& owned : connections_) {
+      if (owned && same_host(owned->socket)) size_buffers(owned->socket, settings_.crowded_socket_buffer_bytes);
+    }
+  }
+
+  static int available_cpus() {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) return CPU_COUNT(&allowed);
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+
+  // Whether the connection stays on this host: to a loopback address, or to one of its own.
+  static bool same_host(const tcp::socket& socket) {
+    boost::system::error_code failure;
+    const auto remote = socket.remote_endpoint(failure).address();
+    if (failure) return false;
+    const auto local = socket.local_endpoint(failure).address();
+    return !failure && (remote.is_loopback() || remote == local);
   }
 
   std::vector<std::byte> hello() const {
@@ -1180,6 +1231,9 @@ class transport {
   std::uint64_t rejected_connections() const { return engine_->rejected_connections(); }
   // Bytes of messages that arrived before their receive and wait in the unexpected queue.
   std::size_t unexpected_bytes() const { return engine_->unexpected_bytes(); }
+  // The receive buffer of the connection to `peer` as the kernel reports it (SO_RCVBUF; Linux
+  // reports twice what was asked); 0 for this rank itself.
+  int receive_buffer_bytes(int peer) const { return engine_->receive_buffer_bytes(peer); }
 
  private:
   std::unique_ptr<detail::engine> engine_;
