@@ -576,12 +576,12 @@ class engine {
   // Once every connection is up: when this host runs more ranks than this process has CPUs,
   // the connections between them get the crowded buffer size.
   void size_crowded_buffers() {
-    int here = 1;  // this rank
-    for (const auto& owned : connections_) here += owned && same_host(owned->socket) ? 1 : 0;
-    if (here <= available_cpus()) return;
+    std::vector<tcp::socket*> local;
     for (auto& owned : connections_) {
-      if (owned && same_host(owned->socket)) size_buffers(owned->socket, settings_.crowded_socket_buffer_bytes);
+      if (owned && same_host(owned->socket)) local.push_back(&owned->socket);
     }
+    if (static_cast<int>(local.size()) + 1 <= available_cpus()) return;  // + 1: this rank
+    for (tcp::socket* socket : local) size_buffers(*socket, settings_.crowded_socket_buffer_bytes);
   }
 
   static int available_cpus() {
@@ -1231,8 +1231,8 @@ class transport {
   std::uint64_t rejected_connections() const { return engine_->rejected_connections(); }
   // Bytes of messages that arrived before their receive and wait in the unexpected queue.
   std::size_t unexpected_bytes() const { return engine_->unexpected_bytes(); }
-  // The receive buffer of the connection to `peer` as the kernel reports it (SO_RCVBUF; Linux
-  // reports twice what was asked); 0 for this rank itself.
+  // The receive buffer of the connection to `peer` (SO_RCVBUF as Asio reports it: the size
+  // asked for, Linux's doubling undone); 0 for this rank itself.
   int receive_buffer_bytes(int peer) const { return engine_->receive_buffer_bytes(peer); }
 
  private:
