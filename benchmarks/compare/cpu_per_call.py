@@ -80,8 +80,8 @@ def main():
     if args.many <= args.few:
         raise SystemExit("cpu_per_call.py: --many must exceed --few")
     print(f"# {args.collective}, {args.bytes} bytes, {args.ranks} ranks on {os.cpu_count()} cores; "
-          f"CPU seconds per call summed over the ranks")
-    print(f"{'system':<24} {'cpu s/call':>10} {'wall s/call':>11} {'cores busy':>10}")
+          f"processor time per call summed over the ranks (us)")
+    print(f"{'system':<24} {'cpu us/call':>11} {'wall us/call':>12} {'cores busy':>10}")
     for _ in range(args.runs):
         for system in args.system.split(","):
             cpu_few, wall_few, calls_few = measure(system, args, args.few)
@@ -89,7 +89,7 @@ def main():
             calls = calls_many - calls_few
             cpu, wall = (cpu_many - cpu_few) / calls, (wall_many - wall_few) / calls
             busy = cpu / wall if wall > 0 else float("nan")
-            print(f"{system:<24} {cpu:>10.4f} {wall:>11.4f} {busy:>10.2f}", flush=True)
+            print(f"{system:<24} {cpu * 1e6:>11.1f} {wall * 1e6:>12.1f} {busy:>10.2f}", flush=True)
     return 0
 
 

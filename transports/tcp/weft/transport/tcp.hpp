@@ -854,8 +854,9 @@ class engine {
 
   // ---- receiving -----------------------------------------------------------------------------
 
-  // Reads what the socket has; arms the next wakeup. Reading once more after arming closes the
-  // window in which bytes arriving between the last read and the arming would go unnoticed.
+  // Reads what the socket has; arms the next wakeup. Arming needs no read after it: a wait
+  // started on a registered socket re-arms its epoll entry (EPOLL_CTL_MOD), and the kernel then
+  // reports bytes already there as well as bytes still to come.
   void read_ready(connection& c) {
     drain(c);
     if (!c.open || c.paused || c.read_armed) return;
@@ -865,13 +866,15 @@ class engine {
       if (failure == asio::error::operation_aborted || !c.open) return;
       read_ready(c);
     });
-    drain(c);
   }
 
-  // Reads into `into`; 0 when the socket has nothing now (or the connection just ended).
-  std::size_t receive(connection& c, std::span<std::byte> into) {
+  // Reads into `into`; 0 when the socket has nothing now (or the connection just ended). A read
+  // shorter than asked for emptied the socket: the caller stops reading (`emptied`) rather than
+  // spend a system call to be told so, and leaves what comes next to the armed wait.
+  std::size_t receive(connection& c, std::span<std::byte> into, bool& emptied) {
     boost::system::error_code failure;
     const std::size_t got = c.socket.read_some(asio::buffer(into.data(), into.size()), failure);
+    emptied = got < into.size();
     if (failure == asio::error::would_block || failure == asio::error::try_again) return 0;
     if (failure) {
       lose(c, failure == asio::error::eof ? std::string("end of stream") : failure.message());
@@ -881,6 +884,7 @@ class engine {
   }
 
   void drain(connection& c) {
+    bool emptied = false;
     while (c.open && !c.paused) {
       if (!c.in_payload) {
         if (c.end - c.begin >= header_bytes) {
@@ -892,7 +896,8 @@ class engine {
           c.end -= c.begin;
           c.begin = 0;
         }
-        const std::size_t got = receive(c, std::span(c.inbox).subspan(c.end));
+        if (emptied) return;
+        const std::size_t got = receive(c, std::span(c.inbox).subspan(c.end), emptied);
         if (got == 0) return;
         c.end += got;
         continue;
@@ -904,12 +909,14 @@ class engine {
         c.begin += take;
         c.filled += take;
       } else if (c.sink != nullptr && remaining >= direct_read_bytes) {
-        const std::size_t got = receive(c, {c.sink + c.filled, remaining});  // in place
+        if (emptied) return;
+        const std::size_t got = receive(c, {c.sink + c.filled, remaining}, emptied);  // in place
         if (got == 0) return;
         c.filled += got;
       } else {
+        if (emptied) return;
         c.begin = c.end = 0;
-        const std::size_t got = receive(c, c.inbox);
+        const std::size_t got = receive(c, c.inbox, emptied);
         if (got == 0) return;
         c.end = got;
         continue;
