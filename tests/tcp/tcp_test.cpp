@@ -362,6 +362,60 @@ TEST_CASE("a receive posted while its message is arriving takes the rest straigh
   CHECK(sink.empty());
 }
 
+TEST_CASE("messages of every size around the read path's edges cross intact, early and late",
+          "[tcp]") {
+  // Sizes at the edges of the inbox (64 KiB), of reading in place (16 KiB) and of a header (24
+  // bytes), sent both ways at once in bursts, so reads stop short mid-frame and mid-header; the
+  // first half of the receives is posted before the messages come, the rest after.
+  constexpr std::array<std::size_t, 12> sizes{0,     1,     7,     24,    25,    16383,
+                                              16384, 16385, 65512, 65536, 65560, 300001};
+  constexpr std::size_t messages = 96;
+  auto byte_of = [](int from, std::size_t i, std::size_t at) {
+    return static_cast<std::byte>((static_cast<std::size_t>(from) * 131 + i * 17 + at) % 251);
+  };
+  failures sink;
+  two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
+    const int other = 1 - rank;
+    const std::string me = "rank " + std::to_string(rank) + ": ";
+    std::vector<std::vector<std::byte>> outgoing(messages), incoming(messages);
+    std::vector<weft::tcp::transport::request> sends, receives;
+    for (std::size_t i = 0; i < messages; ++i) {
+      const std::size_t size = sizes[i % sizes.size()];
+      for (std::size_t at = 0; at < size; ++at) outgoing[i].push_back(byte_of(rank, i, at));
+      incoming[i].assign(size, std::byte{0xee});
+    }
+    auto post_receive = [&](std::size_t i) { receives.push_back(transport.recv(other, incoming[i], i)); };
+    for (std::size_t i = 0; i < messages / 2; ++i) post_receive(i);
+    for (std::size_t i = 0; i < messages; ++i) {
+      sends.push_back(transport.send(other, outgoing[i], i));
+      if (i % 5 == 4) {  // a burst has left: let the peer read part of it
+        transport.test(sends.back());
+        std::this_thread::sleep_for(1ms);
+      }
+    }
+    for (std::size_t i = messages / 2; i < messages; ++i) post_receive(i);
+    for (std::size_t i = 0; i < messages; ++i) {
+      if (!wait_for(transport, receives[i])) {
+        sink.add(me + "message " + std::to_string(i) + " never came");
+        continue;
+      }
+      for (std::size_t at = 0; at < incoming[i].size(); ++at) {
+        if (incoming[i][at] != byte_of(other, i, at)) {
+          sink.add(me + "message " + std::to_string(i) + " (" + std::to_string(incoming[i].size()) +
+                   " bytes) wrong at byte " + std::to_string(at));
+          break;
+        }
+      }
+    }
+    for (auto& send : sends) {
+      if (!wait_for(transport, send)) sink.add(me + "a send never completed");
+    }
+    final_word(transport, rank, sink);
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 TEST_CASE("a message of the wrong size is an error naming both sizes", "[tcp]") {
   job world(2);
   std::string message;
