@@ -14,7 +14,11 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 using namespace weft_test;
 using namespace std::chrono_literals;
@@ -158,6 +162,32 @@ TEST_CASE("the transport says which provider, fabric and limits it chose", "[ofi
   CHECK_THAT(transport.describe(), Catch::Contains("provider tcp;ofi_rxm on fabric") &&
                                        Catch::Contains("largest message") &&
                                        Catch::Contains("progress"));
+}
+
+TEST_CASE("the configuration reads the WEFT_OFI_* variables", "[ofi]") {
+  const std::vector<std::pair<const char*, const char*>> wanted{
+      {"WEFT_OFI_PROVIDER", "shm"}, {"WEFT_OFI_NODE", "127.0.0.1"}, {"WEFT_OFI_MAX_MESSAGE", "65536"},
+      {"WEFT_OFI_REGISTER", "1"},   {"WEFT_OFI_SPIN_US", "250"},    {"WEFT_OFI_QUIET", "1"}};
+  std::vector<std::optional<std::string>> saved;  // the caller's values, put back after
+  for (const auto& [name, value] : wanted) {
+    const char* before = std::getenv(name);
+    saved.push_back(before ? std::optional<std::string>(before) : std::nullopt);
+    ::setenv(name, value, 1);
+  }
+  const auto read = weft::ofi::config::from_environment();
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    if (saved[i]) ::setenv(wanted[i].first, saved[i]->c_str(), 1);
+    else ::unsetenv(wanted[i].first);
+  }
+  CHECK(read.provider == "shm");
+  CHECK(read.node == "127.0.0.1");
+  CHECK(read.max_message == 65536);
+  CHECK(read.always_register);
+  CHECK(read.spin == std::chrono::microseconds(250));
+  CHECK_FALSE(read.log);
+  const weft::ofi::config defaults;
+  CHECK(defaults.spin == std::chrono::microseconds(1000));
+  CHECK(defaults.log);
 }
 
 TEST_CASE("an unknown provider is a clear error", "[ofi]") {

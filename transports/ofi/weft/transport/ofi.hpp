@@ -73,7 +73,7 @@ struct config {
   std::chrono::microseconds spin{1000};  // how long a wait polls before it also naps
 
   // WEFT_OFI_PROVIDER, else FI_PROVIDER; WEFT_OFI_NODE; WEFT_TIMEOUT_MS; WEFT_OFI_REGISTER=1;
-  // WEFT_OFI_MAX_MESSAGE.
+  // WEFT_OFI_MAX_MESSAGE; WEFT_OFI_SPIN_US.
   static config from_environment() {
     config result;
     if (const char* value = std::getenv("WEFT_OFI_PROVIDER")) {
@@ -92,6 +92,9 @@ struct config {
     }
     if (const char* value = std::getenv("WEFT_OFI_REGISTER")) {
       result.always_register = std::string_view(value) == "1";
+    }
+    if (const char* value = std::getenv("WEFT_OFI_SPIN_US")) {
+      result.spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
     }
     return result;
   }
