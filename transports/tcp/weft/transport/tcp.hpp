@@ -869,9 +869,11 @@ class engine {
   }
 
   // Reads into `into`; 0 when the socket has nothing now (or the connection just ended). A read
-  // shorter than asked for emptied the socket: the caller stops reading (`emptied`) rather than
-  // spend a system call to be told so, and leaves what comes next to the armed wait.
+  // shorter than asked for emptied the socket: it sets `emptied`, and from then on this drain
+  // reads nothing more (rather than spend a system call to be told so), leaving what comes next
+  // to the armed wait.
   std::size_t receive(connection& c, std::span<std::byte> into, bool& emptied) {
+    if (emptied) return 0;
     boost::system::error_code failure;
     const std::size_t got = c.socket.read_some(asio::buffer(into.data(), into.size()), failure);
     emptied = got < into.size();
@@ -896,7 +898,6 @@ class engine {
           c.end -= c.begin;
           c.begin = 0;
         }
-        if (emptied) return;
         const std::size_t got = receive(c, std::span(c.inbox).subspan(c.end), emptied);
         if (got == 0) return;
         c.end += got;
@@ -909,12 +910,10 @@ class engine {
         c.begin += take;
         c.filled += take;
       } else if (c.sink != nullptr && remaining >= direct_read_bytes) {
-        if (emptied) return;
         const std::size_t got = receive(c, {c.sink + c.filled, remaining}, emptied);  // in place
         if (got == 0) return;
         c.filled += got;
       } else {
-        if (emptied) return;
         c.begin = c.end = 0;
         const std::size_t got = receive(c, c.inbox, emptied);
         if (got == 0) return;
