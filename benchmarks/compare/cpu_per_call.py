@@ -6,6 +6,9 @@ ranks (user + system, every process the launcher started), and how many cores we
         [--collective allreduce] [--system weft-tcp,gloo-ring,mpi-tcp] [--few 2] [--many 22]
         [-- extra flags for every program]
 
+Systems are compare.py's (weft-tcp, weft-shm, gloo-ALG, mpi-tcp, mpi-vader), run with its
+command lines.
+
 When the ranks outnumber the cores, busbw says little about why one library is ahead: every
 system keeps the cores busy, and the one that needs less processor time per call wins. Each
 system runs twice, with --few and with --many timed iterations at one size; the difference in
@@ -17,41 +20,31 @@ in-place form's inputs are restored between calls, which weft-bench's figure inc
 import argparse
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from compare import ROOT, Systems
 
 
-def command(system, args, iterations, store_dir):
-    """(argv, env, calls per iteration) of one system's run."""
-    build = args.build
-    weft_run = [sys.executable, os.path.join(ROOT, "tools", "weft-run"), "-n", str(args.ranks), "--no-prefix", "--"]
-    sweep = ["--collective", args.collective, "-b", args.bytes, "-e", args.bytes, "-n", str(iterations),
-             "-w", "0"] + args.extra
-    env = dict(os.environ, WEFT_OFI_QUIET="1")
-    if system == "weft-tcp":
-        return weft_run + [os.path.join(build, "benchmarks", "weft-bench"), "--transport", "tcp"] + sweep, env, 2
-    if system.startswith("gloo-"):
-        env["WEFT_STORE_PATH"] = store_dir
-        program = os.path.join(build, "benchmarks", "compare", "gloo-bench")
-        return weft_run + [program, "--algorithm", system[len("gloo-"):]] + sweep, env, 1
-    if system == "mpi-tcp":
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,tcp",
-                   OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo", OMPI_MCA_pml="ob1")
-        program = os.path.join(build, "benchmarks", "compare", "mpi-bench")
-        return [shutil.which("mpirun") or "mpirun", "-n", str(args.ranks), "--oversubscribe", "--bind-to", "none",
-                program, "--transport", "tcp"] + sweep, env, 1
-    raise SystemExit(f"cpu_per_call.py: unknown system '{system}' (weft-tcp, gloo-ALG, mpi-tcp)")
+def command(systems, system, args, iterations, scratch):
+    """(argv, env, calls per iteration) of one system's run: compare.py's command line for it, at
+    one size, without warm-up calls."""
+    if not (system in ("weft-tcp", "weft-shm", "mpi-tcp", "mpi-vader") or system.startswith("gloo-")):
+        raise SystemExit(f"cpu_per_call.py: unknown system '{system}' (weft-tcp, weft-shm, gloo-ALG, mpi-tcp, mpi-vader)")
+    for family, why in systems.missing.items():
+        if system.startswith(f"{family}-"):
+            raise SystemExit(f"cpu_per_call.py: {system}: {why}")
+    argv, env = systems.command(system, args.ranks, args.collective, (args.bytes, args.bytes, iterations),
+                                os.path.join(scratch, "run.json"), scratch)
+    return argv + args.extra, env, 2 if system.startswith("weft-") else 1
 
 
-def measure(system, args, iterations):
+def measure(systems, system, args, iterations):
     """(cpu seconds, wall seconds, calls) of one run."""
-    with tempfile.TemporaryDirectory() as store_dir:
-        argv, env, forms = command(system, args, iterations, store_dir)
+    with tempfile.TemporaryDirectory() as scratch:
+        argv, env, forms = command(systems, system, args, iterations, scratch)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         finished = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -79,13 +72,16 @@ def main():
     args = parser.parse_args()
     if args.many <= args.few:
         raise SystemExit("cpu_per_call.py: --many must exceed --few")
+    # compare.py's systems, as its options would name them: no warm-up calls (the difference
+    # between the two runs cancels start-up), one size so the factor does not matter.
+    systems = Systems(argparse.Namespace(build=args.build, smoke=False, no_shm=False, factor=2, warmup=0))
     print(f"# {args.collective}, {args.bytes} bytes, {args.ranks} ranks on {os.cpu_count()} cores; "
           f"processor time per call summed over the ranks (us)")
     print(f"{'system':<24} {'cpu us/call':>11} {'wall us/call':>12} {'cores busy':>10}")
     for _ in range(args.runs):
         for system in args.system.split(","):
-            cpu_few, wall_few, calls_few = measure(system, args, args.few)
-            cpu_many, wall_many, calls_many = measure(system, args, args.many)
+            cpu_few, wall_few, calls_few = measure(systems, system, args, args.few)
+            cpu_many, wall_many, calls_many = measure(systems, system, args, args.many)
             calls = calls_many - calls_few
             cpu, wall = (cpu_many - cpu_few) / calls, (wall_many - wall_few) / calls
             busy = cpu / wall if wall > 0 else float("nan")
