@@ -447,6 +447,58 @@ TEST_CASE("a message of the wrong size is an error naming both sizes", "[tcp]") 
              Catch::Contains("expected 16 bytes from rank 1") && Catch::Contains("has 8 bytes"));
 }
 
+TEST_CASE("a failure notice goes out at once, even behind a message a peer is still reading",
+          "[tcp]") {
+  // Rank 0 has a large message to rank 2 partly written when it reports rank 1 failed (as a
+  // communicator does before it throws), and then stays out of its transport. Rank 2 is reading
+  // that message: it must get the rest and the notice now, not when rank 0's transport closes.
+  constexpr std::size_t count = std::size_t{8} << 20;  // 32 MiB: more than the socket buffers hold
+  job world(3);
+  failures sink;
+  std::atomic<bool> rank2_reading{false}, rank2_done{false};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 3; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto transport = world.make(rank);
+        if (rank == 0) {
+          const auto data = pattern(count);
+          auto send = transport.send(2, bytes_of(data), 7);  // writes what the socket takes now
+          while (!rank2_reading) std::this_thread::sleep_for(1ms);
+          std::this_thread::sleep_for(50ms);
+          transport.abort(1, "rank 1 failed (reported by the test)");
+          while (!rank2_done) std::this_thread::sleep_for(1ms);  // not inside the transport
+        } else if (rank == 2) {
+          std::vector<std::uint32_t> data(count);
+          auto receive = transport.recv(0, writable_bytes_of(data), 7);
+          rank2_reading = true;
+          if (!wait_for(transport, receive, 3s)) sink.add("rank 2: the rest of the message never came");
+          check_pattern(data, sink, "behind a failure notice");
+          int more = 0;
+          auto next = transport.recv(0, writable_bytes_of(std::span(&more, 1)), 8);
+          try {
+            wait_for(transport, next, 3s);
+            sink.add("rank 2: no failure notice came");
+          } catch (const weft::error& failure) {
+            if (std::string(failure.what()).find("rank 1 failed (reported by the test)") == std::string::npos) {
+              sink.add(std::string("rank 2: a different error: ") + failure.what());
+            }
+          }
+          rank2_done = true;
+        } else {
+          while (!rank2_done) std::this_thread::sleep_for(1ms);
+        }
+      } catch (const std::exception& failure) {
+        rank2_done = true;
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 TEST_CASE("a peer that closes its transport gives peer_lost, and the communicator then refuses",
           "[tcp]") {
   job world(2);

@@ -223,29 +223,27 @@ class engine {
   // An orderly close: goodbye after whatever is still queued, then end our half of each
   // connection and read (and drop) what the peer still sends until it closes its half. Closing
   // with unread bytes would send a reset, which can destroy our goodbye before the peer reads it
-  // and make an orderly close look like a crash. Both phases give up after 200 ms (a peer that
-  // is not inside its transport does not answer).
+  // and make an orderly close look like a crash. Both phases give up after notice_time (a peer
+  // that is not inside its transport does not answer).
   ~engine() {
     closing_ = true;
     for (auto& owned : connections_) {
       if (owned && owned->open) queue_control(*owned, frame::goodbye, {});
     }
-    auto any_open = [&](bool with_queued_sends) {
-      for (auto& owned : connections_) {
-        if (owned && owned->open && (!with_queued_sends || !owned->sends.empty())) return true;
-      }
-      return false;
-    };
-    const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
+    const auto limit = deadline_clock::now() + notice_time;
     io_.restart();
-    while (any_open(true) && io_.run_one_until(limit) != 0) {
+    while (any_sends_queued() && io_.run_one_until(limit) != 0) {
     }
     for (auto& owned : connections_) {
       boost::system::error_code ignored;
       if (owned && owned->open) owned->socket.shutdown(tcp::socket::shutdown_send, ignored);
     }
-    const auto linger = deadline_clock::now() + std::chrono::milliseconds(200);
-    while (any_open(false) && io_.run_one_until(linger) != 0) {
+    auto any_open = [&] {
+      return std::any_of(connections_.begin(), connections_.end(),
+                         [](const auto& owned) { return owned && owned->open; });
+    };
+    const auto linger = deadline_clock::now() + notice_time;
+    while (any_open() && io_.run_one_until(linger) != 0) {
     }
     for (auto& owned : connections_) {
       if (owned && owned->open) {
@@ -458,15 +456,33 @@ class engine {
   }
 
   // Tells every connected rank that `culprit` failed (their waits then throw peer_lost naming
-  // it), and fails this rank's own pending requests the same way.
+  // it), and fails this rank's own pending requests the same way. The notices are written before
+  // this returns (for up to notice_time): one may wait behind the tail of a data frame a peer is
+  // still reading, and the caller is about to throw and may not enter this transport again until
+  // it is destroyed — meanwhile that peer would wait for the data out to its timeout.
   void abort(int culprit, std::string_view reason) {
-    if (culprit < 0 || culprit >= size_ || culprit == rank_ || lost_rank_ >= 0) return;
-    lost_rank_ = culprit;
-    lost_reason_ = std::string(reason);
-    broadcast_abort();
+    if (culprit < 0 || culprit >= size_ || culprit == rank_) return;
+    if (lost_rank_ < 0) {
+      lost_rank_ = culprit;
+      lost_reason_ = std::string(reason);
+      broadcast_abort();
+    }
+    const auto limit = deadline_clock::now() + notice_time;
+    io_.restart();
+    while (any_sends_queued() && io_.run_one_until(limit) != 0) {
+    }
   }
 
  private:
+  // How long writing farewells (goodbye, abort notices) may take: a peer that is not inside its
+  // transport does not read them.
+  static constexpr std::chrono::milliseconds notice_time{200};
+
+  bool any_sends_queued() const {
+    return std::any_of(connections_.begin(), connections_.end(),
+                       [](const auto& owned) { return owned && owned->open && !owned->sends.empty(); });
+  }
+
   // ---- start-up ------------------------------------------------------------------------------
 
   void start_up(bootstrap::store& meeting) {
