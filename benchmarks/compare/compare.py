@@ -15,11 +15,11 @@ Systems (each skipped, loudly, when its program or launcher is missing):
     weft-shm    WEFT_OFI_PROVIDER=shm weft-run -n N weft-bench --transport ofi
     mpi-vader   mpirun -n N --mca btl self,vader mpi-bench        (Open MPI's shared memory)
 
-Every repetition runs every system once per rank count, in an order that rotates from one
-repetition to the next. Per system and size the report takes the median busbw of the
-repetitions and its spread (min-max); ratios are weft / peer of those medians, with weft's
-result in the same form (out of place, or in place where the peer has only that). "gloo-best"
-is, per size, the best of Gloo's algorithms. Writes to --out: every run's JSON, summary.json,
+Every repetition runs every system once per rank count and collective, in an order shuffled
+afresh each time (from --seed), so no system always follows the same one. Per system and size
+the report takes the median busbw of the repetitions and its spread (min-max); ratios are
+weft / peer of those medians, with weft's result in the same form (out of place, or in place
+where the peer has only that). "gloo-best" is, per size, the best of Gloo's algorithms. Writes to --out: every run's JSON, summary.json,
 report.md (the ratio tables and the goals) and busbw.svg (busbw vs size, one line per system).
 Exit status 0 when every run finished with #wrong 0 (whether the goals were met is reported,
 not judged here); --smoke runs a tiny sweep of every system (what CI runs).
@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -175,7 +176,11 @@ def run_all(args, systems, out_dir):
     plan = [(rep, ranks, collective) for rep in range(args.reps) for ranks in args.ranks for collective in args.collectives]
     started = time.time()
     for step, (rep, ranks, collective) in enumerate(plan):
-        order = names[rep % len(names):] + names[:rep % len(names)]  # rotate the start each repetition
+        # A fresh order for every step: a rotation would keep each system behind the same
+        # predecessor in every repetition, so whatever one system leaves behind (memory to fault
+        # back in, sockets closing) would always land on the same next one.
+        order = list(names)
+        random.Random(f"{args.seed}/{step}").shuffle(order)
         for name in order:
             if collective not in systems.collectives_for(name, [collective]):
                 continue
@@ -301,7 +306,8 @@ def report(table, checks, args, systems, failures):
     lines.append(f"Sizes {human(args.min_bytes)} to {human(args.max_bytes)} (factor {args.factor}), float32 sum, "
                  f"{args.iterations} timed iterations ({max(args.iterations, args.small_iterations)} up to "
                  f"{human(args.small_max)}) after {args.warmup} warm-up, median of the slowest rank's "
-                 f"time per call. Machine: {machine()}.")
+                 f"time per call; systems in a shuffled order per step (seed {args.seed}). "
+                 f"Machine: {machine()}.")
     for name, why in systems.missing.items():
         lines.append(f"\nNot measured: {name}: {why}")
     for ranks in args.ranks:
@@ -419,6 +425,7 @@ def main():
     parser.add_argument("-w", dest="warmup", type=int, default=2)
     parser.add_argument("--small-max", default="64K", help="sizes up to this run --small-iterations times")
     parser.add_argument("--small-iterations", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the systems' order in each step")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per run")
     parser.add_argument("--out", default=None, help="directory for the results (default: compare-results/<time>)")
     parser.add_argument("--no-shm", action="store_true", help="leave out weft-shm and mpi-vader")
