@@ -357,8 +357,10 @@ class engine {
   // True once done; throws when the operation cannot finish.
   bool finished(operation* op) {
     if (op->state == status::done) return true;
-    const std::string verb = op->is_send ? "sending " : "receiving ";
-    const std::string direction = op->is_send ? " bytes to rank " : " bytes from rank ";
+    // Plain pointers, not strings: this runs on every poll of a pending operation, and only the
+    // throwing paths below need the words.
+    const char* const verb = op->is_send ? "sending " : "receiving ";
+    const char* const direction = op->is_send ? " bytes to rank " : " bytes from rank ";
     if (op->state == status::failed && op->size_mismatch) {
       throw error(errc::transport, "rank " + std::to_string(rank_) + " expected " +
                                        std::to_string(op->size) + " bytes from rank " +
