@@ -4,7 +4,7 @@
     multiprocess.py SCENARIO TCP_RANKS WEFT_RUN
 
 weft-run   the collective slice on 2, 3 and 4 processes under weft-run, and weft-run's own
-           behaviour: rank prefixes, a failing rank, a killed rank, --timeout
+           behaviour: rank prefixes, a failing rank, a killed rank, --timeout, --bind-to
 failures   ranks started by hand from the environment: meeting through a file store, a rank
            killed mid-collective, a rank that closes its transport, a rank that never starts,
            a store that never comes, a wrong secret
@@ -117,6 +117,36 @@ def scenario_weft_run(ranks_program, weft_run):
 
     code, output, _ = run([sys.executable, weft_run, "-n", "2", "--", "/nonexistent/program"], 60)
     check(code != 0 and "cannot start" in output, "weft-run: a program that cannot start is an error", output)
+
+    # --bind-to core: one more rank than there are CPUs, so the ranks wrap around the cores.
+    allowed = os.sched_getaffinity(0)
+    size = len(allowed) + 1
+    show = [sys.executable, "-c", "import os; print('cpus', *sorted(os.sched_getaffinity(0)))"]
+
+    def placements(extra):
+        code, output, _ = run([sys.executable, weft_run, "-n", str(size)] + extra + ["--"] + show, 60)
+        found = {}
+        for line in output.splitlines():
+            if " cpus " in line:
+                found[int(line.split("]")[0].lstrip("["))] = frozenset(int(c) for c in line.split(" cpus ")[1].split())
+        return code, output, [found.get(rank) for rank in range(size)]
+
+    code, output, unbound = placements([])
+    check(code == 0 and all(cpus == allowed for cpus in unbound),
+          "weft-run without --bind-to leaves every rank free to run on all %d CPUs" % len(allowed), output)
+    code, output, bound = placements(["--bind-to", "core"])
+    cores = []
+    for cpus in bound:
+        if cpus is None or cpus in cores:
+            break
+        cores.append(cpus)
+    disjoint = sum(len(c) for c in cores) == len(frozenset().union(*cores))
+    check(code == 0 and None not in bound and disjoint and frozenset().union(*cores) == allowed and
+          all(bound[rank] == cores[rank % len(cores)] for rank in range(size)),
+          "weft-run --bind-to core: ranks on distinct cores covering every allowed CPU (%d cores), then "
+          "round-robin" % len(cores), output)
+    code, output, _ = run([sys.executable, weft_run, "-n", "2", "--bind-to", "socket", "--", "true"], 60)
+    check(code == 2 and "--bind-to" in output, "weft-run refuses an unknown --bind-to", output)
 
 
 def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None, label=""):
