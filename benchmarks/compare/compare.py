@@ -5,7 +5,7 @@ timing, alternating the systems in one run so the machine's noise hits all of th
     python3 benchmarks/compare/compare.py [--build build] [--ranks 2,4] [--reps 3]
         [--collectives allreduce,broadcast,alltoall,allgather,reduce_scatter]
         [-b 8] [-e 64M] [-f 2] [-n 10] [-w 2] [--small-max 64K] [--small-iterations 100]
-        [--out DIR] [--smoke]
+        [--seed 1] [--bind-to none|core] [--out DIR] [--smoke]
 
 Systems (each skipped, loudly, when its program or launcher is missing):
     weft-tcp    weft-run -n N weft-bench --transport tcp
@@ -111,20 +111,24 @@ class Systems:
         sweep = ["--collective", collective, "-b", str(low), "-e", str(high), "-f", str(a.factor),
                  "-n", str(iterations), "-w", str(a.warmup), "--json", json_path]
         env = dict(os.environ, WEFT_OFI_QUIET="1")
+        weft_run = self.weft_run + ["-n", str(ranks), "--no-prefix", "--bind-to", a.bind_to, "--"]
         if name == "weft-tcp":
-            return self.weft_run + ["-n", str(ranks), "--no-prefix", "--", self.weft_bench, "--transport", "tcp"] + sweep, env
+            return weft_run + [self.weft_bench, "--transport", "tcp"] + sweep, env
         if name == "weft-shm":
             env["WEFT_OFI_PROVIDER"] = "shm"
-            return self.weft_run + ["-n", str(ranks), "--no-prefix", "--", self.weft_bench, "--transport", "ofi"] + sweep, env
+            return weft_run + [self.weft_bench, "--transport", "ofi"] + sweep, env
         if name.startswith("mpi-"):
             btl = "self,tcp" if name == "mpi-tcp" else "self,vader"
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl=btl,
                        OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo", OMPI_MCA_pml="ob1")
-            return [self.mpirun, "-n", str(ranks), "--oversubscribe", "--bind-to", "none", self.mpi_bench,
+            # core binding as weft-run's: rank r on core r, round-robin past the last core
+            binding = ["--map-by", "core", "--bind-to", "core:overload-allowed"] if a.bind_to == "core" else \
+                ["--bind-to", "none"]
+            return [self.mpirun, "-n", str(ranks), "--oversubscribe"] + binding + [self.mpi_bench,
                     "--transport", name[4:]] + sweep, env
         algorithm = name[len("gloo-"):]
         env["WEFT_STORE_PATH"] = store_dir
-        return self.weft_run + ["-n", str(ranks), "--no-prefix", "--", self.gloo_bench, "--algorithm", algorithm] + sweep, env
+        return weft_run + [self.gloo_bench, "--algorithm", algorithm] + sweep, env
 
 
 def sweep_pieces(args):
@@ -203,6 +207,7 @@ def run_all(args, systems, out_dir):
                 failures.append(f"{name}, {ranks} ranks, {collective}, rep {rep + 1}: {problem}\n{output[-2000:]}")
                 print(f"  FAILED: {problem}", file=sys.stderr)
                 continue
+            document["rep"] = rep
             results.setdefault((ranks, collective, name), []).append(document)
     return results, failures
 
@@ -217,13 +222,14 @@ def busbw_of(row, form=None):
 
 
 def summarise(results, systems, args):
-    """{(ranks, collective): {system: {bytes: {median, min, max, time_us, form, runs}}}}, gloo-best added."""
+    """{(ranks, collective): {system: {bytes: {median, min, max, time_us, form, runs, by_rep}}}},
+    gloo-best added; by_rep holds each repetition's (busbw, time_us, in-place busbw or None)."""
     table = {}
     for (ranks, collective, name), documents in results.items():
         per_size = {}
         for document in documents:
             for row in document["results"]:
-                per_size.setdefault(row["bytes"], []).append(row)
+                per_size.setdefault(row["bytes"], []).append(dict(row, rep=document.get("rep")))
         entry = {}
         for size, rows in per_size.items():
             first = busbw_of(rows[0])
@@ -235,7 +241,9 @@ def summarise(results, systems, args):
             entry[size] = {"median": statistics.median(values), "min": min(values), "max": max(values),
                            "time_us": statistics.median(times), "form": form, "runs": len(values),
                            "in_place_busbw": statistics.median([r["in_place"]["busbw"] for r in rows])
-                           if all(r.get("in_place") for r in rows) else None}
+                           if all(r.get("in_place") for r in rows) else None,
+                           "by_rep": {r["rep"]: busbw_of(r, form)[:2] + (r["in_place"]["busbw"] if r.get("in_place")
+                                                                          else None,) for r in rows}}
         table.setdefault((ranks, collective), {})[name] = entry
     for key, by_system in table.items():
         gloo = {n: e for n, e in by_system.items() if n.startswith("gloo-")}
@@ -245,6 +253,7 @@ def summarise(results, systems, args):
         for name, entry in gloo.items():
             for size, cell in entry.items():
                 if size not in best or cell["median"] > best[size]["median"]:
+                    # by_rep stays that algorithm's: per repetition, the best algorithm by median
                     best[size] = dict(cell, algorithm=name[len("gloo-"):])
         by_system["gloo-best"] = best
     return table
@@ -255,6 +264,23 @@ def weft_cell_like(weft_cell, peer_cell):
     if peer_cell["form"] == "in_place" and weft_cell["form"] == "out_of_place" and weft_cell.get("in_place_busbw"):
         return weft_cell["in_place_busbw"]
     return weft_cell["median"]
+
+
+def paired_ratios(weft_cell, peer_cell, latency=False):
+    """weft / peer within each repetition both ran in (the two ran minutes apart at most, in the
+    same step): busbw ratios in the peer's form, or for latency the peer's time / weft's."""
+    ratios = []
+    for rep, (busbw, time_us, in_place) in sorted(weft_cell.get("by_rep", {}).items(), key=lambda i: str(i[0])):
+        peer = peer_cell.get("by_rep", {}).get(rep)
+        if peer is None:
+            continue
+        if latency:
+            ratios.append(peer[1] / time_us if time_us > 0 else math.inf)
+            continue
+        mine = in_place if peer_cell["form"] == "in_place" and weft_cell["form"] == "out_of_place" and in_place else busbw
+        if peer[0] > 0:
+            ratios.append(mine / peer[0])
+    return ratios
 
 
 def ratio_rows(table, ranks, collective):
@@ -283,7 +309,7 @@ def goals(table, args):
                 if not (w and p):
                     continue
                 value = weft_cell_like(w, p) / p["median"]
-                checks.append((what, ranks, size, value, threshold, value >= threshold))
+                checks.append((what, ranks, size, value, threshold, value >= threshold, paired_ratios(w, p)))
 
     big = [s for s in (1 << 20, 4 << 20, 16 << 20, 64 << 20) if args.min_bytes <= s <= args.max_bytes]
     each([2, 4], "allreduce", "weft-tcp", "mpi-tcp", big, 1.0, "TCP allreduce busbw vs Open MPI TCP")
@@ -293,7 +319,8 @@ def goals(table, args):
         w, p = by_system.get("weft-tcp", {}).get(8), by_system.get("mpi-tcp", {}).get(8)
         if w and p:
             value = p["time_us"] / w["time_us"]
-            checks.append(("8 B allreduce latency, Open MPI TCP time / weft time", ranks, 8, value, 1.0, value >= 1.0))
+            checks.append(("8 B allreduce latency, Open MPI TCP time / weft time", ranks, 8, value, 1.0, value >= 1.0,
+                           paired_ratios(w, p, latency=True)))
     each([2, 4], "allreduce", "weft-shm", "mpi-vader", big, 0.8, "libfabric shm allreduce busbw vs Open MPI vader")
     mid = [s for s in (1 << 20, 16 << 20) if args.min_bytes <= s <= args.max_bytes]
     each([4], "broadcast", "weft-tcp", "mpi-tcp", mid, 1.0, "broadcast busbw vs Open MPI TCP")
@@ -306,7 +333,8 @@ def report(table, checks, args, systems, failures):
     lines.append(f"Sizes {human(args.min_bytes)} to {human(args.max_bytes)} (factor {args.factor}), float32 sum, "
                  f"{args.iterations} timed iterations ({max(args.iterations, args.small_iterations)} up to "
                  f"{human(args.small_max)}) after {args.warmup} warm-up, median of the slowest rank's "
-                 f"time per call; systems in a shuffled order per step (seed {args.seed}). "
+                 f"time per call; systems in a shuffled order per step (seed {args.seed}); ranks "
+                 f"{'bound to cores' if args.bind_to == 'core' else 'unbound'}. "
                  f"Machine: {machine()}.")
     for name, why in systems.missing.items():
         lines.append(f"\nNot measured: {name}: {why}")
@@ -341,9 +369,17 @@ def report(table, checks, args, systems, failures):
                     value = row.get((w, p))
                     cells.append(f"{value:.2f}" if value is not None else "")
                 lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "## Goals", "", "| goal | ranks | size | measured | needed | met |", "|---|---|---|---|---|---|"]
-    for what, ranks, size, value, threshold, met in checks:
-        lines.append(f"| {what} | {ranks} | {human(size)} | {value:.2f}x | >= {threshold:.2f}x | {'yes' if met else 'NO'} |")
+    lines += ["", "## Goals", "",
+              "measured: the ratio of the medians over the repetitions; per repetition: weft / peer within "
+              "each repetition (the two ran in the same step), its range, and in how many repetitions it "
+              "reached the goal.", "",
+              "| goal | ranks | size | measured | needed | met | per repetition | reps at goal |",
+              "|---|---|---|---|---|---|---|---|"]
+    for what, ranks, size, value, threshold, met, paired in checks:
+        spread = f"{min(paired):.2f}-{max(paired):.2f}" if paired else ""
+        at_goal = f"{sum(r >= threshold for r in paired)}/{len(paired)}" if paired else ""
+        lines.append(f"| {what} | {ranks} | {human(size)} | {value:.2f}x | >= {threshold:.2f}x | "
+                     f"{'yes' if met else 'NO'} | {spread} | {at_goal} |")
     if failures:
         lines += ["", "## Failed runs", ""] + [f"- {f.splitlines()[0]}" for f in failures]
     return "\n".join(lines) + "\n"
@@ -426,6 +462,9 @@ def main():
     parser.add_argument("--small-max", default="64K", help="sizes up to this run --small-iterations times")
     parser.add_argument("--small-iterations", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1, help="seed of the systems' order in each step")
+    parser.add_argument("--bind-to", choices=("none", "core"), default="none",
+                        help="none (default): every system unbound; core: every system's rank r on core r "
+                             "(weft-run --bind-to core, mpirun --map-by core --bind-to core:overload-allowed)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per run")
     parser.add_argument("--out", default=None, help="directory for the results (default: compare-results/<time>)")
     parser.add_argument("--no-shm", action="store_true", help="leave out weft-shm and mpi-vader")

@@ -74,7 +74,8 @@ def main():
         raise SystemExit("cpu_per_call.py: --many must exceed --few")
     # compare.py's systems, as its options would name them: no warm-up calls (the difference
     # between the two runs cancels start-up), one size so the factor does not matter.
-    systems = Systems(argparse.Namespace(build=args.build, smoke=False, no_shm=False, factor=2, warmup=0))
+    systems = Systems(argparse.Namespace(build=args.build, smoke=False, no_shm=False, factor=2, warmup=0,
+                                         bind_to="none"))
     print(f"# {args.collective}, {args.bytes} bytes, {args.ranks} ranks on {os.cpu_count()} cores; "
           f"processor time per call summed over the ranks (us)")
     print(f"{'system':<24} {'cpu us/call':>11} {'wall us/call':>12} {'cores busy':>10}")
