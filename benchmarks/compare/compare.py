@@ -19,8 +19,10 @@ Every repetition runs every system once per rank count and collective, in an ord
 afresh each time (from --seed), so no system always follows the same one. Per system and size
 the report takes the median busbw of the repetitions and its spread (min-max); ratios are
 weft / peer of those medians, with weft's result in the same form (out of place, or in place
-where the peer has only that). "gloo-best" is, per size, the best of Gloo's algorithms. Writes to --out: every run's JSON, summary.json,
-report.md (the ratio tables and the goals) and busbw.svg (busbw vs size, one line per system).
+where the peer has only that). "gloo-best" is, per size, the best of Gloo's algorithms. The
+goals are also given per repetition: weft / peer within each repetition, its range, and how
+many repetitions reached the goal. Writes to --out: every run's JSON, summary.json, report.md
+(the ratio tables and the goals) and busbw.svg (busbw vs size, one line per system).
 Exit status 0 when every run finished with #wrong 0 (whether the goals were met is reported,
 not judged here); --smoke runs a tiny sweep of every system (what CI runs).
 """
@@ -270,7 +272,7 @@ def paired_ratios(weft_cell, peer_cell, latency=False):
     """weft / peer within each repetition both ran in (the two ran minutes apart at most, in the
     same step): busbw ratios in the peer's form, or for latency the peer's time / weft's."""
     ratios = []
-    for rep, (busbw, time_us, in_place) in sorted(weft_cell.get("by_rep", {}).items(), key=lambda i: str(i[0])):
+    for rep, (busbw, time_us, in_place) in weft_cell.get("by_rep", {}).items():
         peer = peer_cell.get("by_rep", {}).get(rep)
         if peer is None:
             continue
