@@ -261,9 +261,15 @@ def summarise(results, systems, args):
     return table
 
 
+def in_place_only(weft_cell, peer_cell):
+    """Whether the peer has only the in-place form where weft's figure is out of place, so that
+    weft's in-place figure is the one to compare."""
+    return peer_cell["form"] == "in_place" and weft_cell["form"] == "out_of_place"
+
+
 def weft_cell_like(weft_cell, peer_cell):
     """weft's busbw in the peer's form (in place when the peer has only that)."""
-    if peer_cell["form"] == "in_place" and weft_cell["form"] == "out_of_place" and weft_cell.get("in_place_busbw"):
+    if in_place_only(weft_cell, peer_cell) and weft_cell.get("in_place_busbw"):
         return weft_cell["in_place_busbw"]
     return weft_cell["median"]
 
@@ -279,7 +285,7 @@ def paired_ratios(weft_cell, peer_cell, latency=False):
         if latency:
             ratios.append(peer[1] / time_us if time_us > 0 else math.inf)
             continue
-        mine = in_place if peer_cell["form"] == "in_place" and weft_cell["form"] == "out_of_place" and in_place else busbw
+        mine = in_place if in_place_only(weft_cell, peer_cell) and in_place else busbw
         if peer[0] > 0:
             ratios.append(mine / peer[0])
     return ratios
