@@ -11,7 +11,10 @@
 //                      the left, straight into the output.
 //   allreduce       1. reduce_scatter on p balanced blocks of the vector;
 //                   2. allgather of the reduced blocks. Each block is reduced by one chain and
-//                      then copied everywhere, so every rank ends with the same bits.
+//                      then copied everywhere, so every rank ends with the same bits. The last
+//                      reduce-scatter step and the first allgather step overlap: each chunk of
+//                      block r goes on to the right as soon as it is reduced (while it is in
+//                      cache), rather than the whole block after the last chunk.
 //   broadcast       1. A chain root -> root+1 -> ... -> root-1, pipelined in chunks: each rank
 //                      forwards chunk j while it receives chunk j+1.
 // Cost per rank (n bytes per rank's vector, p ranks)
@@ -53,9 +56,22 @@ struct ring {
     const detail::layout blocks{displs};
     // Reduced blocks land in `out`; block r-1 (sent first, never reduced here) comes back in
     // the allgather, so out-of-place needs no initial copy.
-    reduce_scatter_steps(comm, blocks, in, combine,
-                         [&](int block) { return out.subspan(blocks.offset(block), blocks.size(block)); });
-    allgather_steps(comm, blocks, {}, out);
+    auto block = [&](int b) { return out.subspan(blocks.offset(b), blocks.size(b)); };
+    auto slots = comm.scratch(2 * comm.chunk_bytes(combine.element_size()));
+    reduce_scatter_steps(comm, blocks, in, combine, block, slots, p - 2);
+    // The last reduce-scatter step, which finishes block r, and the first allgather step, which
+    // sends it on, overlap in one exchange: each chunk goes on as soon as it is reduced, while
+    // it is still in cache. They count as the two steps they are.
+    comm.next_step();
+    const int r = comm.rank();
+    const int last = detail::mod(r + 1, p);  // the block sent in the last reduce-scatter step
+    const detail::const_bytes source =
+        p == 2 ? in.subspan(blocks.offset(last), blocks.size(last)) : detail::const_bytes(block(last));
+    detail::exchange_reduce_forward(comm, detail::mod(r + 1, p), source, detail::mod(r - 1, p),
+                                    block(r), in.subspan(blocks.offset(r), blocks.size(r)),
+                                    block(detail::mod(r - 1, p)), combine, slots);
+    comm.next_step();
+    allgather_steps(comm, blocks, {}, out, 1);
   }
 
   template <class Comm>
@@ -141,13 +157,13 @@ struct ring {
   template <class Comm, class Destination>
   static void reduce_scatter_steps(Comm& comm, detail::layout blocks, detail::const_bytes in,
                                    const detail::reducer& combine, Destination&& destination,
-                                   detail::bytes slots = {}) {
+                                   detail::bytes slots = {}, int steps = -1) {
     const int p = comm.size();
     const int r = comm.rank();
     const int left = detail::mod(r - 1, p);
     const int right = detail::mod(r + 1, p);
     if (slots.empty()) slots = comm.scratch(2 * comm.chunk_bytes(combine.element_size()));
-    for (int k = 0; k < p - 1; ++k) {
+    for (int k = 0; k < (steps < 0 ? p - 1 : steps); ++k) {
       comm.next_step();
       const int send_block = detail::mod(r - k - 1, p);
       const int recv_block = detail::mod(r - k - 2, p);
@@ -166,14 +182,14 @@ struct ring {
   // block (sent from there and copied into place); otherwise the block is already in `out`.
   template <class Comm>
   static void allgather_steps(Comm& comm, detail::layout blocks, detail::const_bytes own,
-                              detail::bytes out) {
+                              detail::bytes out, int first_step = 0) {
     const int p = comm.size();
     const int r = comm.rank();
     auto block = [&](int b) { return out.subspan(blocks.offset(b), blocks.size(b)); };
     if (!own.empty()) comm.copy(block(r), own);
     const int left = detail::mod(r - 1, p);
     const int right = detail::mod(r + 1, p);
-    for (int k = 0; k < p - 1; ++k) {
+    for (int k = first_step; k < p - 1; ++k) {
       comm.next_step();
       const int send_block = detail::mod(r - k, p);
       const int recv_block = detail::mod(r - k - 1, p);

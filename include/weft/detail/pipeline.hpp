@@ -40,4 +40,48 @@ void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes tar
   }
 }
 
+// The last reduce-scatter exchange of an allreduce fused with the first allgather exchange.
+// As exchange_reduce, and each chunk of `target`, once reduced (it is then final), goes on to
+// `to` at once while the chunks of `gathered` (the final block `from` holds) arrive from
+// `from`: the reduced chunk is sent while it is still in cache, rather than read back from
+// memory a whole block later, and the allgather's traffic overlaps the reduce-scatter's.
+// Chunk j of `gathered` depends only on chunk j of what `from` receives, which was posted an
+// iteration earlier, so the loop cannot wait on itself around a ring.
+template <class Comm, class Reducer>
+void exchange_reduce_forward(Comm& comm, int to, const_bytes source, int from, bytes target,
+                             const_bytes own, bytes gathered, const Reducer& combine, bytes slots) {
+  constexpr int forward_channel = 1;  // separates the final chunks from the partial ones
+  const std::size_t chunk = comm.chunk_bytes(combine.element_size());
+  const std::size_t send_pieces = chunk_count(source.size(), chunk);
+  const std::size_t reduce_pieces = chunk_count(target.size(), chunk);
+  const std::size_t gather_pieces = chunk_count(gathered.size(), chunk);
+  typename Comm::pending receives[2];
+  typename Comm::pending sends[2];
+  typename Comm::pending forwards[2];
+  typename Comm::pending gathers[2];
+  auto post = [&](std::size_t j) {
+    if (j < reduce_pieces) {
+      const bytes into = piece(target, j, chunk);
+      receives[j % 2] = comm.recv_reduce(from, into, piece(own, j, chunk), combine,
+                                         slots.subspan((j % 2) * chunk, into.size()));
+    }
+    if (j < send_pieces) sends[j % 2] = comm.send(to, piece(source, j, chunk));
+    if (j < gather_pieces) gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
+  };
+  post(0);
+  const std::size_t pieces = std::max({send_pieces, reduce_pieces, gather_pieces});
+  for (std::size_t j = 0; j < pieces; ++j) {
+    post(j + 1);  // the slots (j+1) % 2 held chunk j-1, finished in the last iteration
+    comm.wait(receives[j % 2]);
+    if (j < reduce_pieces) {
+      comm.wait(forwards[j % 2]);  // chunk j-2's
+      forwards[j % 2] =
+          comm.send(to, piece(detail::const_bytes(target), j, chunk), forward_channel);
+    }
+    comm.wait(sends[j % 2]);
+    comm.wait(gathers[j % 2]);
+  }
+  comm.wait_all(forwards[0], forwards[1]);
+}
+
 }  // namespace weft::detail

@@ -271,6 +271,10 @@ class transport {
     std::uint64_t registrations_made = 0;
     std::uint64_t use_clock = 0;
     std::map<std::uintptr_t, std::unique_ptr<detail::registration>> registrations;
+    // A pipelined collective touches a buffer in chunk-sized pieces, each its own registration
+    // unless a larger one covers it: room for a 4 GiB buffer in 1 MiB chunks (or a 16 MiB one
+    // in 4 KiB chunks) without evicting in the steady state.
+    static constexpr std::size_t registration_cache_entries = 4096;
     std::deque<detail::piece*> backlog;  // posts that met -FI_EAGAIN, in order
     std::vector<std::unique_ptr<detail::operation>> storage;
     std::vector<detail::operation*> free_ops;
@@ -492,8 +496,8 @@ class transport {
           return &entry;
         }
       }
-      // Evict the least recently used idle entries past 256 (and any that overlap this range).
-      if (registrations.size() >= 256) {
+      // Evict the least recently used idle entry past registration_cache_entries.
+      if (registrations.size() >= registration_cache_entries) {
         auto oldest = registrations.end();
         for (auto i = registrations.begin(); i != registrations.end(); ++i) {
           if (i->second->users == 0 &&
