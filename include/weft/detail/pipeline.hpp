@@ -5,7 +5,9 @@
 // (target = own op incoming), in pieces of comm.chunk_bytes(): two receives and two sends are
 // in flight, and chunk j is reduced (at its wait, from a chunk-sized staging slot that stays in
 // cache) while chunk j+1 is on its way. Ring's reduce-scatter steps (to = right, from = left)
-// and recursive halving's steps (to = from = partner) are both this loop.
+// and recursive halving's steps (to = from = partner) are both this loop; ring's allreduce
+// ends its reduce-scatter with exchange_reduce_forward, the same loop that also passes each
+// finished chunk on.
 #pragma once
 
 #include "weft/detail/bytes.hpp"
@@ -15,15 +17,20 @@
 
 namespace weft::detail {
 
-// `slots` holds two chunks of staging (2 * comm.chunk_bytes(element size) bytes).
-template <class Comm, class Reducer>
-void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes target, const_bytes own,
-                     const Reducer& combine, bytes slots) {
+// The loop behind both functions below. With Forward, chunk j of `target` goes on to `to` on
+// channel 1 once reduced, and `gathered` is received from `from` on channel 1, chunk by chunk.
+template <bool Forward, class Comm, class Reducer>
+void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes target,
+                     const_bytes own, bytes gathered, const Reducer& combine, bytes slots) {
+  constexpr int forward_channel = 1;  // separates the final chunks from the partial ones
   const std::size_t chunk = comm.chunk_bytes(combine.element_size());
   const std::size_t send_pieces = chunk_count(source.size(), chunk);
   const std::size_t recv_pieces = chunk_count(target.size(), chunk);
+  const std::size_t gather_pieces = Forward ? chunk_count(gathered.size(), chunk) : 0;
   typename Comm::pending receives[2];
   typename Comm::pending sends[2];
+  typename Comm::pending forwards[2];
+  typename Comm::pending gathers[2];
   auto post = [&](std::size_t j) {
     if (j < recv_pieces) {
       const bytes into = piece(target, j, chunk);
@@ -31,13 +38,28 @@ void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes tar
                                          slots.subspan((j % 2) * chunk, into.size()));
     }
     if (j < send_pieces) sends[j % 2] = comm.send(to, piece(source, j, chunk));
+    if (j < gather_pieces) gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
   };
   post(0);
-  for (std::size_t j = 0; j < std::max(send_pieces, recv_pieces); ++j) {
-    post(j + 1);  // slot (j+1) % 2 held chunk j-1, finished in the last iteration
+  const std::size_t pieces = std::max({send_pieces, recv_pieces, gather_pieces});
+  for (std::size_t j = 0; j < pieces; ++j) {
+    post(j + 1);  // the slots (j+1) % 2 held chunk j-1, finished in the last iteration
     comm.wait(receives[j % 2]);
+    if (Forward && j < recv_pieces) {
+      comm.wait(forwards[j % 2]);  // chunk j-2's
+      forwards[j % 2] = comm.send(to, piece(const_bytes(target), j, chunk), forward_channel);
+    }
     comm.wait(sends[j % 2]);
+    comm.wait(gathers[j % 2]);
   }
+  comm.wait_all(forwards[0], forwards[1]);
+}
+
+// `slots` holds two chunks of staging (2 * comm.chunk_bytes(element size) bytes).
+template <class Comm, class Reducer>
+void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes target, const_bytes own,
+                     const Reducer& combine, bytes slots) {
+  exchange_chunks<false>(comm, to, source, from, target, own, {}, combine, slots);
 }
 
 // The last reduce-scatter exchange of an allreduce fused with the first allgather exchange.
@@ -50,38 +72,7 @@ void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes tar
 template <class Comm, class Reducer>
 void exchange_reduce_forward(Comm& comm, int to, const_bytes source, int from, bytes target,
                              const_bytes own, bytes gathered, const Reducer& combine, bytes slots) {
-  constexpr int forward_channel = 1;  // separates the final chunks from the partial ones
-  const std::size_t chunk = comm.chunk_bytes(combine.element_size());
-  const std::size_t send_pieces = chunk_count(source.size(), chunk);
-  const std::size_t reduce_pieces = chunk_count(target.size(), chunk);
-  const std::size_t gather_pieces = chunk_count(gathered.size(), chunk);
-  typename Comm::pending receives[2];
-  typename Comm::pending sends[2];
-  typename Comm::pending forwards[2];
-  typename Comm::pending gathers[2];
-  auto post = [&](std::size_t j) {
-    if (j < reduce_pieces) {
-      const bytes into = piece(target, j, chunk);
-      receives[j % 2] = comm.recv_reduce(from, into, piece(own, j, chunk), combine,
-                                         slots.subspan((j % 2) * chunk, into.size()));
-    }
-    if (j < send_pieces) sends[j % 2] = comm.send(to, piece(source, j, chunk));
-    if (j < gather_pieces) gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
-  };
-  post(0);
-  const std::size_t pieces = std::max({send_pieces, reduce_pieces, gather_pieces});
-  for (std::size_t j = 0; j < pieces; ++j) {
-    post(j + 1);  // the slots (j+1) % 2 held chunk j-1, finished in the last iteration
-    comm.wait(receives[j % 2]);
-    if (j < reduce_pieces) {
-      comm.wait(forwards[j % 2]);  // chunk j-2's
-      forwards[j % 2] =
-          comm.send(to, piece(detail::const_bytes(target), j, chunk), forward_channel);
-    }
-    comm.wait(sends[j % 2]);
-    comm.wait(gathers[j % 2]);
-  }
-  comm.wait_all(forwards[0], forwards[1]);
+  exchange_chunks<true>(comm, to, source, from, target, own, gathered, combine, slots);
 }
 
 }  // namespace weft::detail
