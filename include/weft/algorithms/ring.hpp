@@ -56,21 +56,10 @@ struct ring {
     const detail::layout blocks{displs};
     // Reduced blocks land in `out`; block r-1 (sent first, never reduced here) comes back in
     // the allgather, so out-of-place needs no initial copy.
-    auto block = [&](int b) { return out.subspan(blocks.offset(b), blocks.size(b)); };
-    auto slots = comm.scratch(2 * comm.chunk_bytes(combine.element_size()));
-    reduce_scatter_steps(comm, blocks, in, combine, block, slots, p - 2);
-    // The last reduce-scatter step, which finishes block r, and the first allgather step, which
-    // sends it on, overlap in one exchange: each chunk goes on as soon as it is reduced, while
-    // it is still in cache. They count as the two steps they are.
-    comm.next_step();
-    const int r = comm.rank();
-    const int last = detail::mod(r + 1, p);  // the block sent in the last reduce-scatter step
-    const detail::const_bytes source =
-        p == 2 ? in.subspan(blocks.offset(last), blocks.size(last)) : detail::const_bytes(block(last));
-    detail::exchange_reduce_forward(comm, detail::mod(r + 1, p), source, detail::mod(r - 1, p),
-                                    block(r), in.subspan(blocks.offset(r), blocks.size(r)),
-                                    block(detail::mod(r - 1, p)), combine, slots);
-    comm.next_step();
+    // The last reduce-scatter step also does the allgather's first (forward_last).
+    reduce_scatter_steps(
+        comm, blocks, in, combine,
+        [&](int block) { return out.subspan(blocks.offset(block), blocks.size(block)); }, {}, true);
     allgather_steps(comm, blocks, {}, out, 1);
   }
 
@@ -153,28 +142,37 @@ struct ring {
  private:
   // The p-1 reduce-scatter steps. destination(b) is where the reduced block b is accumulated
   // (and sent on from); `slots` is scratch for two incoming chunks (taken from comm.scratch if
-  // empty).
+  // empty). With `forward_last` (allreduce) the last step, which finishes block r, and the
+  // allgather's first step, which sends it on and receives block r-1 into destination(r-1),
+  // overlap in one exchange: each chunk goes on as soon as it is reduced, while it is still in
+  // cache. They count as the two steps they are.
   template <class Comm, class Destination>
   static void reduce_scatter_steps(Comm& comm, detail::layout blocks, detail::const_bytes in,
                                    const detail::reducer& combine, Destination&& destination,
-                                   detail::bytes slots = {}, int steps = -1) {
+                                   detail::bytes slots = {}, bool forward_last = false) {
     const int p = comm.size();
     const int r = comm.rank();
     const int left = detail::mod(r - 1, p);
     const int right = detail::mod(r + 1, p);
     if (slots.empty()) slots = comm.scratch(2 * comm.chunk_bytes(combine.element_size()));
-    for (int k = 0; k < (steps < 0 ? p - 1 : steps); ++k) {
+    for (int k = 0; k < p - 1; ++k) {
       comm.next_step();
       const int send_block = detail::mod(r - k - 1, p);
       const int recv_block = detail::mod(r - k - 2, p);
       const detail::const_bytes source =
           k == 0 ? in.subspan(blocks.offset(send_block), blocks.size(send_block))
                  : detail::const_bytes(destination(send_block));
+      const detail::const_bytes own = in.subspan(blocks.offset(recv_block), blocks.size(recv_block));
       // Chunk j arrives reduced into place (target = own op incoming) while chunk j+1 is on
       // its way.
-      detail::exchange_reduce(comm, right, source, left, destination(recv_block),
-                              in.subspan(blocks.offset(recv_block), blocks.size(recv_block)), combine,
-                              slots);
+      if (forward_last && k == p - 2) {  // recv_block is r: finished here, then sent on
+        detail::exchange_reduce_forward(comm, right, source, left, destination(recv_block), own,
+                                        destination(left), combine, slots);
+        comm.next_step();  // the allgather's first step, done by the exchange above
+      } else {
+        detail::exchange_reduce(comm, right, source, left, destination(recv_block), own, combine,
+                                slots);
+      }
     }
   }
 
