@@ -1,7 +1,8 @@
 // weft/tuning/cost_model.hpp — the alpha-beta-gamma cost model and its constants.
 //
 // An algorithm states its cost as a formula (algorithms hold no thresholds):
-//   steps          messages on this rank's critical path           (each costs alpha)
+//   steps          messages on this rank's critical path           (each costs alpha; direct's
+//                  gathering collectives count their p-1 concurrent blocks once: see direct.hpp)
 //   bytes          bytes this rank sends on its critical path       (each costs beta)
 //   reduced_bytes  bytes this rank reduces on its critical path     (each costs gamma)
 // weft::automatic picks the algorithm with the smallest alpha*steps + beta*bytes + gamma*reduced.
