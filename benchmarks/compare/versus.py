@@ -66,6 +66,8 @@ def main():
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.a == args.b:
+        parser.error("--a and --b name the same algorithm")
     args.min_bytes, args.max_bytes = parse_size(args.min_bytes), parse_size(args.max_bytes)
     args.no_shm, args.smoke = args.system != "weft-shm", False
     systems = Systems(args)  # exits with a clear message when weft-bench is not built
@@ -80,7 +82,7 @@ def main():
 
     print(f"# {args.system}, {args.ranks} ranks, {args.collective}, {args.rounds} rounds of weft-bench -n "
           f"{args.iterations} -w {args.warmup}; A = {args.a}, B = {args.b}; times are medians over the rounds")
-    print(f"| size (B) | form | A (us) | B (us) | B / A | B / A within a round | rounds A faster |")
+    print("| size (B) | form | A (us) | B (us) | B / A | B / A within a round | rounds A faster |")
     print("|---|---|---|---|---|---|---|")
     for key in sorted(times[args.a][0]):
         a_times = [run[key] for run in times[args.a] if key in run]

@@ -399,8 +399,8 @@ class engine {
       connection* source = nullptr;  // a receive's connection, read here at every poll
       if (!op->is_send && op->peer != rank_) source = connections_[static_cast<std::size_t>(op->peer)].get();
       do {
-        if (source != nullptr && source->open && !source->paused) {
-          drain(*source);
+        if (source != nullptr) {
+          drain(*source);  // reads nothing from a closed or paused connection
           if (finished(op)) return true;
         }
         io_.restart();
