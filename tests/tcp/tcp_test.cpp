@@ -237,6 +237,72 @@ TEST_CASE("socket buffers left to the kernel (socket_buffer_bytes 0) carry a lar
   CHECK(sink.empty());
 }
 
+TEST_CASE("early messages' buffers are kept for the next ones, within their bound", "[tcp]") {
+  job world(2);
+  failures sink;
+  std::vector<std::thread> threads;
+  constexpr std::size_t cache = std::size_t{1} << 20;
+  // Per round: two fit the cache together, one is above it (never kept), one is small (never kept).
+  const std::vector<std::size_t> sizes{512 << 10, 300 << 10, 2 << 20, 100};
+  const std::size_t total = 512 * 1024 + 300 * 1024 + (2 << 20) + 100;
+  constexpr int rounds = 3;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto settings = test_config();
+        settings.early_buffer_cache = cache;
+        auto transport = world.make(rank, settings);
+        for (int round = 0; round < rounds; ++round) {
+          std::vector<std::vector<std::uint8_t>> messages;
+          for (std::size_t k = 0; k < sizes.size(); ++k) {
+            messages.emplace_back(sizes[k], static_cast<std::uint8_t>(round * 16 + static_cast<int>(k) + 1));
+          }
+          const auto tag = [&](std::size_t k) { return static_cast<weft::tag_t>(round * 10 + static_cast<int>(k)); };
+          int word = 0;
+          if (rank == 0) {
+            std::vector<weft::tcp::transport::request> sends;
+            for (std::size_t k = 0; k < sizes.size(); ++k) sends.push_back(transport.send(1, bytes_of(messages[k]), tag(k)));
+            for (auto& send : sends) {
+              if (!wait_for(transport, send)) sink.add("rank 0: a send did not complete");
+            }
+            auto next = transport.recv(1, writable_bytes_of(std::span(&word, 1)), 100 + round);
+            if (!wait_for(transport, next)) sink.add("rank 0: no word from rank 1");
+            continue;
+          }
+          for (auto& m : messages) std::fill(m.begin(), m.end(), std::uint8_t{0});
+          // Let every message arrive before its receive, so each one lands in an early buffer.
+          auto probe = transport.recv(0, writable_bytes_of(std::span(&word, 1)), 999 + round);
+          const auto deadline = std::chrono::steady_clock::now() + 20s;
+          while (transport.unexpected_bytes() < total && std::chrono::steady_clock::now() < deadline) {
+            transport.test(probe);
+          }
+          if (transport.unexpected_bytes() < total) sink.add("round " + std::to_string(round) + ": messages did not arrive early");
+          for (std::size_t k = sizes.size(); k-- > 0;) {
+            auto receive = transport.recv(0, writable_bytes_of(messages[k]), tag(k));
+            const auto expected = static_cast<std::uint8_t>(round * 16 + static_cast<int>(k) + 1);
+            if (!wait_for(transport, receive) ||
+                std::any_of(messages[k].begin(), messages[k].end(), [&](std::uint8_t x) { return x != expected; })) {
+              sink.add("round " + std::to_string(round) + ": message of " + std::to_string(sizes[k]) + " B wrong or missing");
+            }
+          }
+          if (transport.kept_buffer_bytes() > cache) sink.add("kept buffers above their bound");
+          if (transport.kept_buffer_bytes() != (512 << 10) + (300 << 10)) {
+            sink.add("round " + std::to_string(round) + ": kept " + std::to_string(transport.kept_buffer_bytes()) +
+                     " B, expected the two messages that fit the cache");
+          }
+          auto next = transport.send(0, bytes_of(std::span(&word, 1)), 100 + round);
+          if (!wait_for(transport, next)) sink.add("rank 1: word not sent");
+        }
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 TEST_CASE("early messages wait in a bounded queue; a large one waits in the socket", "[tcp]") {
   job world(2);
   failures sink;

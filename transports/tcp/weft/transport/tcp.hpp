@@ -80,6 +80,10 @@ struct config {
       "weft";  // store keys start with it; a new world over one store needs a new one
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // for the whole start-up
   std::size_t unexpected_limit = std::size_t{256} << 20;  // bytes of early messages held
+  // Buffers of delivered early messages kept for the next ones, up to this many bytes (0: none).
+  // A large buffer from the allocator is a fresh mapping: every page faults as the socket fills
+  // it, and freeing it unmaps them all again (docs/performance.md, seventh round).
+  std::size_t early_buffer_cache = std::size_t{64} << 20;
   // SO_SNDBUF and SO_RCVBUF of every connection (0: the kernel autotunes them), except those
   // between ranks on one host when it runs more ranks than this process has CPUs: then
   // crowded_socket_buffer_bytes. There TCP is two kernel copies per byte on cores the ranks
@@ -96,6 +100,9 @@ struct config {
     }
     if (const char* value = std::getenv("WEFT_TCP_UNEXPECTED_BYTES")) {
       result.unexpected_limit = static_cast<std::size_t>(std::strtoull(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_TCP_EARLY_CACHE_BYTES")) {
+      result.early_buffer_cache = static_cast<std::size_t>(std::strtoull(value, nullptr, 10));
     }
     if (const char* value = std::getenv("WEFT_TCP_SOCKET_BUFFER")) {
       result.socket_buffer_bytes = static_cast<int>(std::strtol(value, nullptr, 10));
@@ -161,13 +168,20 @@ struct operation {
   message* source = nullptr;     // receive matched to an unexpected message still arriving
 };
 
-// A message that arrived before its receive was posted. Its buffer is not zeroed: the socket
-// fills it, and pages are only touched as bytes arrive.
+// A block of memory and how many bytes it holds.
+struct buffer {
+  std::unique_ptr<std::byte[]> data;
+  std::size_t capacity = 0;
+};
+
+// A message that arrived before its receive was posted. Its buffer (from the engine's cache of
+// earlier ones, or new and not zeroed) is filled by the socket.
 struct message {
-  message(tag_t t, std::size_t n) : tag(t), size(n), data(new std::byte[n]) {}
+  message(tag_t t, std::size_t n, buffer b) : tag(t), size(n), storage(std::move(b)) {}
+  std::byte* bytes() const { return storage.data.get(); }
   tag_t tag = 0;
   std::size_t size = 0;
-  std::unique_ptr<std::byte[]> data;
+  buffer storage;
   bool complete = false;
   operation* claimed = nullptr;  // a receive waiting for the rest of it
 };
@@ -261,6 +275,7 @@ class engine {
   std::string listening_address() const { return address_; }
   std::uint64_t rejected_connections() const { return rejected_.count(); }
   std::size_t unexpected_bytes() const { return unexpected_bytes_; }
+  std::size_t kept_buffer_bytes() const { return spare_bytes_; }
   int receive_buffer_bytes(int peer) const {
     const auto& c = connections_.at(static_cast<std::size_t>(peer));
     if (!c) return 0;
@@ -327,18 +342,18 @@ class engine {
       connection* arriving = connections_[static_cast<std::size_t>(peer)].get();
       if (m->complete) {
         deliver_early(op, m);
-        early.erase(it);
+        forget_early(early, it);
         resume_paused();
       } else if (arriving != nullptr && arriving->early == m && m->size == op->size) {
         // It is coming in right now: move what has come into the receive and read the rest
         // straight there (a large message that arrived a moment early is not copied twice).
-        if (arriving->filled > 0) std::memcpy(op->in, m->data.get(), arriving->filled);
+        if (arriving->filled > 0) std::memcpy(op->in, m->bytes(), arriving->filled);
         arriving->early = nullptr;
         arriving->target = op;
         arriving->sink = op->in;
         op->state = status::active;
         unexpected_bytes_ -= m->size;
-        early.erase(it);
+        forget_early(early, it);
         resume_paused();
       } else {
         m->claimed = op;
@@ -457,11 +472,11 @@ class engine {
         } else {
           // Being filled from the socket: the rest lands in an early message, with what is in.
           connection& c = *connections_[static_cast<std::size_t>(op->peer)];
-          auto kept = std::make_unique<message>(op->tag, op->size);
-          std::memcpy(kept->data.get(), op->in, op->size);
+          auto kept = early_message(op->tag, op->size);
+          std::memcpy(kept->bytes(), op->in, op->size);
           c.target = nullptr;
           c.early = kept.get();
-          c.sink = kept->data.get();
+          c.sink = kept->bytes();
           unexpected_bytes_ += op->size;
           unexpected_[static_cast<std::size_t>(op->peer)].push_back(std::move(kept));
         }
@@ -1002,9 +1017,9 @@ class engine {
       return true;
     }
     if (unexpected_bytes_ + c.length > settings_.unexpected_limit) return false;
-    auto kept = std::make_unique<message>(c.tag, c.length);
+    auto kept = early_message(c.tag, c.length);
     c.early = kept.get();
-    c.sink = kept->data.get();
+    c.sink = kept->bytes();
     unexpected_bytes_ += c.length;
     unexpected_[static_cast<std::size_t>(c.peer)].push_back(std::move(kept));
     return true;
@@ -1035,13 +1050,43 @@ class engine {
             std::find_if(early.begin(), early.end(), [&](auto& owned) { return owned.get() == m; });
         waiting->source = nullptr;
         deliver_early(waiting, m);
-        early.erase(it);
+        forget_early(early, it);
         resume_paused();
       }
     }
     c.target = nullptr;
     c.early = nullptr;
     c.sink = nullptr;
+  }
+
+  // A message to hold a payload that arrives before its receive: its buffer is the oldest kept
+  // one of a fitting size (at least the payload and at most 4 times it), else a new one.
+  std::unique_ptr<message> early_message(tag_t tag, std::size_t size) {
+    for (auto it = spare_buffers_.begin(); it != spare_buffers_.end(); ++it) {
+      if (it->capacity >= size && it->capacity / 4 <= size) {
+        buffer kept = std::move(*it);
+        spare_bytes_ -= kept.capacity;
+        spare_buffers_.erase(it);
+        return std::make_unique<message>(tag, size, std::move(kept));
+      }
+    }
+    return std::make_unique<message>(tag, size, buffer{std::unique_ptr<std::byte[]>(new std::byte[size]), size});
+  }
+
+  // Removes a delivered early message from its peer's queue, keeping its buffer for the next
+  // ones: small buffers are cheap to allocate and go back, and past early_buffer_cache bytes
+  // the oldest kept ones go first.
+  void forget_early(std::deque<std::unique_ptr<message>>& queue,
+                    std::deque<std::unique_ptr<message>>::iterator it) {
+    buffer b = std::move((*it)->storage);
+    queue.erase(it);
+    if (b.capacity < inbox_bytes || b.capacity > settings_.early_buffer_cache) return;
+    while (spare_bytes_ + b.capacity > settings_.early_buffer_cache) {
+      spare_bytes_ -= spare_buffers_.front().capacity;
+      spare_buffers_.erase(spare_buffers_.begin());
+    }
+    spare_bytes_ += b.capacity;
+    spare_buffers_.push_back(std::move(b));
   }
 
   // Copies a complete early message into its receive and frees the room it held.
@@ -1053,7 +1098,7 @@ class engine {
       op->state = status::failed;
       return;
     }
-    if (m->size > 0) std::memcpy(op->in, m->data.get(), m->size);
+    if (m->size > 0) std::memcpy(op->in, m->bytes(), m->size);
     op->state = status::done;
   }
 
@@ -1193,6 +1238,8 @@ class engine {
   std::vector<std::deque<operation*>> posted_;                    // posted receives, by peer
   std::vector<std::deque<std::unique_ptr<message>>> unexpected_;  // early messages, by peer
   std::size_t unexpected_bytes_ = 0;
+  std::vector<buffer> spare_buffers_;  // of delivered early messages, oldest first
+  std::size_t spare_bytes_ = 0;
   std::deque<operation*> self_sends_;
   std::vector<std::string> peer_reason_;  // why each lost peer is lost
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
@@ -1268,6 +1315,8 @@ class transport {
   std::uint64_t rejected_connections() const { return engine_->rejected_connections(); }
   // Bytes of messages that arrived before their receive and wait in the unexpected queue.
   std::size_t unexpected_bytes() const { return engine_->unexpected_bytes(); }
+  // Bytes of delivered early messages' buffers kept for the next ones (config::early_buffer_cache).
+  std::size_t kept_buffer_bytes() const { return engine_->kept_buffer_bytes(); }
   // The receive buffer of the connection to `peer` (SO_RCVBUF as Asio reports it: the size
   // asked for, Linux's doubling undone); 0 for this rank itself.
   int receive_buffer_bytes(int peer) const { return engine_->receive_buffer_bytes(peer); }
