@@ -92,6 +92,9 @@ struct config {
   int socket_buffer_bytes = 4 << 20;
   int crowded_socket_buffer_bytes = 256 << 10;
   std::chrono::microseconds spin{50};  // how long a wait polls (yielding) before it sleeps in epoll
+  // ... and a wait for a message below 64 KiB: its time is latency, and on a host with more
+  // ranks than cores a rank that sleeps pays a wake-up per message (docs/performance.md).
+  std::chrono::microseconds small_spin{300};
 
   static config from_environment() {
     config result;
@@ -112,6 +115,9 @@ struct config {
     }
     if (const char* value = std::getenv("WEFT_TCP_SPIN_US")) {
       result.spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_TCP_SMALL_SPIN_US")) {
+      result.small_spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
     }
     if (const char* value = std::getenv("WEFT_BIND_ADDRESS")) result.bind_address = value;
     if (const char* value = std::getenv("WEFT_SECRET")) result.secret = value;
@@ -407,9 +413,12 @@ class engine {
     // at every poll: through the event loop, bytes cost an epoll_wait, the handler and an
     // epoll_ctl to re-arm before the wait sees them (2 ranks: 8 B calls ~20% and 4 MiB ~25%
     // faster this way). The event loop still runs at every poll, for the other connections
-    // and for sends waiting on a full socket.
-    if (settings_.spin.count() > 0 && !finished(op)) {
-      const auto spin_until = std::min(deadline, deadline_clock::now() + settings_.spin);
+    // and for sends waiting on a full socket. A small message polls longer (small_spin): it is
+    // all latency, and a wake-up from epoll can cost more than the message; a large one's peer
+    // may need this core to push the bytes, so it sleeps sooner.
+    const auto spin = op->size < inbox_bytes ? settings_.small_spin : settings_.spin;
+    if (spin.count() > 0 && !finished(op)) {
+      const auto spin_until = std::min(deadline, deadline_clock::now() + spin);
       unsigned polls = 0;
       connection* source = nullptr;  // a receive's connection, read here at every poll
       if (!op->is_send && op->peer != rank_) source = connections_[static_cast<std::size_t>(op->peer)].get();
