@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -85,16 +86,17 @@ bool wait_for(weft::tcp::transport& transport, weft::tcp::transport::request& re
 }
 
 // Runs fn(rank, transport) on two thread-ranks, each having first run prepare(rank) before its
-// transport is made; exceptions are recorded in sink.
+// transport is made with `settings`; exceptions are recorded in sink.
 void two_ranks(failures& sink, const std::function<void(int, weft::tcp::transport&)>& fn,
-               const std::function<void(int)>& prepare = {}) {
+               const std::function<void(int)>& prepare = {},
+               const weft::tcp::config& settings = test_config()) {
   job world(2);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank] {
       try {
         if (prepare) prepare(rank);
-        auto transport = world.make(rank);
+        auto transport = world.make(rank, settings);
         fn(rank, transport);
       } catch (const std::exception& failure) {
         sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
@@ -238,20 +240,18 @@ TEST_CASE("socket buffers left to the kernel (socket_buffer_bytes 0) carry a lar
 }
 
 TEST_CASE("early messages' buffers are kept for the next ones, within their bound", "[tcp]") {
-  job world(2);
   failures sink;
-  std::vector<std::thread> threads;
-  constexpr std::size_t cache = std::size_t{1} << 20;
-  // Per round: two fit the cache together, one is above it (never kept), one is small (never kept).
+  auto settings = test_config();
+  settings.early_buffer_cache = std::size_t{1} << 20;
+  // Per round: the first two fit the cache together, the third is above it and the fourth below
+  // the smallest kept size (neither is kept).
   const std::vector<std::size_t> sizes{512 << 10, 300 << 10, 2 << 20, 100};
-  const std::size_t total = 512 * 1024 + 300 * 1024 + (2 << 20) + 100;
+  const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
+  const std::size_t kept = sizes[0] + sizes[1];
   constexpr int rounds = 3;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto settings = test_config();
-        settings.early_buffer_cache = cache;
-        auto transport = world.make(rank, settings);
+  two_ranks(
+      sink,
+      [&](int rank, weft::tcp::transport& transport) {
         for (int round = 0; round < rounds; ++round) {
           std::vector<std::vector<std::uint8_t>> messages;
           for (std::size_t k = 0; k < sizes.size(); ++k) {
@@ -285,35 +285,28 @@ TEST_CASE("early messages' buffers are kept for the next ones, within their boun
               sink.add("round " + std::to_string(round) + ": message of " + std::to_string(sizes[k]) + " B wrong or missing");
             }
           }
-          if (transport.kept_buffer_bytes() > cache) sink.add("kept buffers above their bound");
-          if (transport.kept_buffer_bytes() != (512 << 10) + (300 << 10)) {
+          if (transport.kept_buffer_bytes() > settings.early_buffer_cache) sink.add("kept buffers above their bound");
+          if (transport.kept_buffer_bytes() != kept) {
             sink.add("round " + std::to_string(round) + ": kept " + std::to_string(transport.kept_buffer_bytes()) +
                      " B, expected the two messages that fit the cache");
           }
           auto next = transport.send(0, bytes_of(std::span(&word, 1)), 100 + round);
           if (!wait_for(transport, next)) sink.add("rank 1: word not sent");
         }
-      } catch (const std::exception& failure) {
-        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+      },
+      {}, settings);
   INFO(sink.summary());
   CHECK(sink.empty());
 }
 
 TEST_CASE("early messages wait in a bounded queue; a large one waits in the socket", "[tcp]") {
-  job world(2);
   failures sink;
-  std::vector<std::thread> threads;
   constexpr std::size_t limit = 4096;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto settings = test_config();
-        settings.unexpected_limit = limit;
-        auto transport = world.make(rank, settings);
+  auto settings = test_config();
+  settings.unexpected_limit = limit;
+  two_ranks(
+      sink,
+      [&](int rank, weft::tcp::transport& transport) {
         std::vector<std::vector<int>> small(20, std::vector<int>(256));  // 1 KiB each
         std::vector<char> large(std::size_t{1} << 20);
         int go = 0;
@@ -355,12 +348,8 @@ TEST_CASE("early messages wait in a bounded queue; a large one waits in the sock
           auto done = transport.send(0, bytes_of(std::span(&go, 1)), 200);
           if (!wait_for(transport, done)) sink.add("rank 1: final word not sent");
         }
-      } catch (const std::exception& failure) {
-        sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+      },
+      {}, settings);
   INFO(sink.summary());
   CHECK(sink.empty());
 }

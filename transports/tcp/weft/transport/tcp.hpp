@@ -1071,7 +1071,8 @@ class engine {
   // A message to hold a payload that arrives before its receive: its buffer is the oldest kept
   // one of a fitting size (at least the payload and at most 4 times it), else a new one.
   std::unique_ptr<message> early_message(tag_t tag, std::size_t size) {
-    for (auto it = spare_buffers_.begin(); it != spare_buffers_.end(); ++it) {
+    // Kept buffers hold inbox_bytes or more, so a payload below a quarter of that fits none.
+    for (auto it = spare_buffers_.begin(); size >= inbox_bytes / 4 && it != spare_buffers_.end(); ++it) {
       if (it->capacity >= size && it->capacity / 4 <= size) {
         buffer kept = std::move(*it);
         spare_bytes_ -= kept.capacity;
