@@ -38,7 +38,15 @@ def command(systems, system, args, iterations, scratch):
             raise SystemExit(f"cpu_per_call.py: {system}: {why}")
     argv, env = systems.command(system, args.ranks, args.collective, (args.bytes, args.bytes, iterations),
                                 os.path.join(scratch, "run.json"), scratch)
-    return argv + args.extra, env, 2 if system.startswith("weft-") else 1
+    return argv + args.extra, env, weft_forms(args.collective) if system.startswith("weft-") else 1
+
+
+def weft_forms(collective):
+    """How many calls weft-bench times per iteration: one per form it has (bench.hpp's
+    has_out_of_place and has_in_place)."""
+    out_of_place = collective != "broadcast"
+    in_place = collective in ("allreduce", "reduce", "allgather", "broadcast")
+    return int(out_of_place) + int(in_place)
 
 
 def measure(systems, system, args, iterations):
