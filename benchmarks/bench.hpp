@@ -23,11 +23,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -74,6 +76,9 @@ struct settings {
   int warmup = 5;
   bool check = true;
   std::string json;  // file to write the results to as JSON; "" for none
+  // Each rank writes TRACE.<rank>: every timed call's start and end (steady clock, the same for
+  // every process of a host); "" for none. benchmarks/compare/stagger.py reads them.
+  std::string trace;
 };
 
 inline const char* program_name = "weft-bench";
@@ -92,7 +97,7 @@ inline std::string joined(const std::vector<std::string>& names) {
                "%s: %s\n"
                "usage: %s [--transport inproc|tcp|ofi] [--ranks N (inproc)] [--collective NAME|all]\n"
                "         [--algorithm NAME] [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [-n ITERS]\n"
-               "         [-w WARMUP] [-c 0|1] [-d TYPE] [-o OP] [-r ROOT] [--json FILE]\n"
+               "         [-w WARMUP] [-c 0|1] [-d TYPE] [-o OP] [-r ROOT] [--json FILE] [--trace FILE]\n"
                "  collectives: %s\n  algorithms:  %s\n  types:       %s\n  ops:         %s\n"
                "  sizes take K, M and G suffixes (powers of 1024)\n",
                program_name, problem.c_str(), program_name, joined(accepted_collectives).c_str(),
@@ -160,6 +165,7 @@ inline settings parse(int argc, char** argv) {
     else if (flag == "-o" || flag == "--op") result.op = value();
     else if (flag == "-r" || flag == "--root") result.root = parse_int(flag, value(), 0);
     else if (flag == "--json" || flag == "-J") result.json = value();
+    else if (flag == "--trace") result.trace = value();
     else usage("unknown flag '" + flag + "'");
   }
   if (result.collective != "all") require_one_of("--collective", result.collective, accepted_collectives);
@@ -341,6 +347,8 @@ struct workload {
 struct measurement {
   double seconds = 0;     // median over the iterations of the slowest rank
   std::size_t wrong = 0;  // this rank's wrong elements in the first timed iteration
+  // With --trace: this rank's start and end of every timed call, steady-clock nanoseconds.
+  std::vector<std::array<long long, 2>> calls;
 };
 
 // The timing every program here shares: warm-up calls, then per iteration a barrier, one timed
@@ -359,7 +367,14 @@ measurement time_calls(const settings& options, Work& work, Barrier&& barrier, O
     barrier();
     const auto start = std::chrono::steady_clock::now();
     once();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto end = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(end - start).count();
+    if (!options.trace.empty()) {
+      auto nanoseconds = [](auto when) {
+        return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count());
+      };
+      result.calls.push_back({nanoseconds(start), nanoseconds(end)});
+    }
     times.push_back(slowest(seconds));
     if (i == 0 && options.check) result.wrong = work.wrong();
     if (work.overwrites_input()) work.fill();
@@ -526,6 +541,19 @@ template <class Measure, class HasForm, class SumAcross>
 void sweep(const settings& options, std::size_t element_size, int p, int rank, const std::vector<std::string>& collectives,
            Measure&& measure_form, HasForm&& has_form, SumAcross&& sum_across, summary& totals) {
   const auto sizes = sizes_of(options);
+  // --trace: every rank opens its file first, and all give up together if one cannot.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> trace(nullptr, &std::fclose);
+  if (!options.trace.empty()) {
+    const std::string path = options.trace + "." + std::to_string(rank);
+    trace.reset(std::fopen(path.c_str(), "w"));
+    const auto unwritable = sum_across(std::array<std::size_t, 2>{trace ? 0u : 1u, 0});
+    if (unwritable[0] > 0) {
+      throw std::invalid_argument("--trace: " + std::to_string(unwritable[0]) +
+                                  " rank(s) cannot write " + options.trace + ".<rank>" +
+                                  (trace ? "" : " (rank " + std::to_string(rank) + ": " + path + ": " + std::strerror(errno) + ")"));
+    }
+    std::fprintf(trace.get(), "# collective bytes form iteration start_ns end_ns (rank %d of %d)\n", rank, p);
+  }
   std::optional<progress> shown;
   if (rank == 0) shown.emplace(collectives.size() * sizes.size());
   for (const auto& collective : collectives) {
@@ -583,6 +611,14 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
           totals.skipped.push_back(collective + ": " + reason.why);
         }
         break;
+      }
+      for (int form = 0; trace && form < 2; ++form) {
+        if (!forms[form]) continue;
+        const auto& calls = forms[form]->calls;
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+          std::fprintf(trace.get(), "%s %zu %s %zu %lld %lld\n", collective.c_str(), count * element_size,
+                       form == 1 ? "in" : "out", i, calls[i][0], calls[i][1]);
+        }
       }
       std::array<std::size_t, 2> wrong{forms[0] ? forms[0]->wrong : 0, forms[1] ? forms[1]->wrong : 0};
       wrong = sum_across(wrong);

@@ -76,6 +76,39 @@ with tempfile.TemporaryDirectory() as scratch:
            and [r["bytes"] for r in document["results"]] == [8, 32, 128, 512, 2048, 8192],
            "--json writes every row", result)
 
+# --trace: one file per rank, a line per timed call and form, each call's end after its start;
+# stagger.py reads them back into one row per collective, size and form.
+with tempfile.TemporaryDirectory() as scratch:
+    prefix = os.path.join(scratch, "calls")
+    result = run("--ranks", "3", "--collective", "allreduce", "-b", "64", "-e", "256", "-f", "4", "-n", "5",
+                 "-w", "1", "--trace", prefix)
+    traced = {}
+    for rank in range(3):
+        path = f"{prefix}.{rank}"
+        lines = open(path).read().splitlines() if os.path.exists(path) else []
+        traced[rank] = [line.split() for line in lines if not line.startswith("#")]
+    calls_ok = all(len(traced[rank]) == 2 * 2 * 5 for rank in traced)  # 2 sizes, 2 forms, 5 calls
+    ordered = all(int(f[5]) > int(f[4]) for rank in traced for f in traced[rank])
+    keys = {tuple(f[:4]) for f in traced[0]}
+    same_calls = all({tuple(f[:4]) for f in traced[rank]} == keys for rank in traced)
+    expect(result.returncode == 0 and calls_ok and ordered and same_calls
+           and ("allreduce", "256", "in", "4") in keys,
+           "--trace writes every timed call of every rank", result)
+    stagger = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare",
+                                                           "stagger.py"), prefix],
+                             capture_output=True, text=True, timeout=60)
+    summary = [line.split() for line in stagger.stdout.splitlines() if not line.startswith("#")]
+    expect(stagger.returncode == 0 and len(summary) == 4 and all(f[3] == "5" for f in summary)
+           and all(float(f[4]) >= float(f[6]) > 0 for f in summary),
+           f"stagger.py summarizes the trace: {summary}", result)
+    missing = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare",
+                                                           "stagger.py"), prefix + "-none"],
+                             capture_output=True, text=True, timeout=60)
+    expect(missing.returncode != 0 and "no trace files" in missing.stderr, "stagger.py names a missing trace", result)
+result = run("--ranks", "2", "--collective", "allreduce", "-e", "64", "-n", "1", "--trace", "/nonexistent/dir/t")
+expect(result.returncode == 1 and "--trace" in result.stderr and "cannot write" in result.stderr,
+       "an unwritable --trace is refused on every rank", result)
+
 # -c 0 skips the check and says so.
 result = run("--ranks", "2", "--collective", "reduce", "-b", "64", "-e", "64", "-c", "0", "-n", "1")
 expect(result.returncode == 0 and rows(result.stdout)[0][1][8] == "N/A", "-c 0 prints N/A for #wrong", result)

@@ -624,6 +624,11 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
   std::string target;
   std::atomic<bool> target_known{false};
   std::atomic<std::uint64_t> rejected{0};
+  // Rounds of the job's traffic rank 0 has finished. The fuzzer sends each batch only after
+  // the job has finished one more round, so the fuzzing spans at least fuzz_batches rounds
+  // however the two threads are scheduled.
+  constexpr int fuzz_batches = 40;
+  std::atomic<int> job_rounds{0};
 
   std::thread fuzzer([&] {
     while (!target_known) std::this_thread::sleep_for(1ms);
@@ -642,7 +647,15 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
       std::memcpy(out.data() + 24, key.data(), key.size());
       return out;
     };
-    for (int round = 0; round < 40; ++round) {
+    for (int batch = 0; batch < fuzz_batches; ++batch) {
+      const auto patience = std::chrono::steady_clock::now() + 20s;
+      while (job_rounds <= batch && std::chrono::steady_clock::now() < patience) {
+        std::this_thread::sleep_for(100us);
+      }
+      if (job_rounds <= batch) {
+        sink.add("the job's traffic stopped before fuzzing batch " + std::to_string(batch));
+        break;
+      }
       std::vector<std::vector<std::byte>> frames;
       std::vector<std::byte> noise(random() % 300);
       for (auto& b : noise) b = static_cast<std::byte>(random());
@@ -683,7 +696,7 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
           target_known = true;
         }
         int rounds = 0;
-        const auto give_up = std::chrono::steady_clock::now() + 30s;
+        const auto give_up = std::chrono::steady_clock::now() + 60s;
         while (true) {
           std::vector<std::int64_t> data(1000);
           for (std::size_t i = 0; i < data.size(); ++i)
@@ -696,6 +709,7 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
             }
           }
           ++rounds;
+          if (rank == 0) ++job_rounds;
           // Go on until every fuzzed connection has been turned away (or 30 s).
           int more = 0;
           if (rank == 0) {
@@ -707,7 +721,11 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
           weft::broadcast(comm, std::span(&more, 1), 0);
           if (!more) break;
         }
-        if (rounds < 2) sink.add("too few rounds");
+        // Every batch waited for a round: the traffic went on through all the fuzzing.
+        if (rounds < fuzz_batches) {
+          sink.add("rank " + std::to_string(rank) + ": " + std::to_string(rounds) +
+                   " rounds, fewer than the " + std::to_string(fuzz_batches) + " fuzzing batches");
+        }
         if (transport.unexpected_bytes() != 0) sink.add("bytes left in the unexpected queue");
       } catch (const std::exception& failure) {
         sink.add("rank " + std::to_string(rank) + " threw: " + failure.what());
