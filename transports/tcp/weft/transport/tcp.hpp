@@ -430,9 +430,10 @@ class engine {
         io_.restart();
         io_.poll();
         if (finished(op)) return true;
-        // With more ranks than cores the awaited one may need this core; yielding on every
-        // poll costs a trip through the scheduler each time, so yield on every fourth.
-        if ((++polls & 3u) == 0) std::this_thread::yield();
+        // With more ranks than cores the awaited one may need this core: a crowded host
+        // yields it at every poll. With a core per rank nobody is waiting for it, and a yield is
+        // a system call for nothing, so only every fourth poll yields.
+        if ((++polls & (crowded_ ? 0u : 3u)) == 0) std::this_thread::yield();
       } while (deadline_clock::now() < spin_until);
     }
     while (!finished(op)) {
@@ -629,13 +630,15 @@ class engine {
   }
 
   // Once every connection is up: when this host runs more ranks than this process has CPUs,
-  // the connections between them get the crowded buffer size.
+  // the connections between them get the crowded buffer size, and waits yield the core at
+  // every poll.
   void size_crowded_buffers() {
     std::vector<tcp::socket*> local;
     for (auto& owned : connections_) {
       if (owned && same_host(owned->socket)) local.push_back(&owned->socket);
     }
     if (static_cast<int>(local.size()) + 1 <= available_cpus()) return;  // + 1: this rank
+    crowded_ = true;
     for (tcp::socket* socket : local) size_buffers(*socket, settings_.crowded_socket_buffer_bytes);
   }
 
@@ -1254,6 +1257,7 @@ class engine {
   std::vector<std::string> peer_reason_;  // why each lost peer is lost
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
   bool closing_ = false;                  // in the destructor: read and drop, report nothing
+  bool crowded_ = false;                  // this host runs more ranks than this process has CPUs
   std::string lost_reason_;
   bootstrap::store_detail::rejection_log rejected_;
   std::vector<std::unique_ptr<operation>> storage_;
