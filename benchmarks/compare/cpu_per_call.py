@@ -13,11 +13,13 @@ When the ranks outnumber the cores, busbw says little about why one library is a
 system keeps the cores busy, and the one that needs less processor time per call wins. Each
 system runs twice, with --few and with --many timed iterations at one size; the difference in
 CPU time (getrusage of the children) and in wall time, divided by the difference in calls,
-cancels start-up, connection set-up and warm-up. weft-bench times both forms (out of place and
-in place) per iteration, the peers one form, so their call counts are counted accordingly; the
-in-place form's inputs are restored between calls, which weft-bench's figure includes.
+cancels start-up, connection set-up and warm-up. A program times one call per iteration for each
+form its row has (weft-bench: out of place and in place where the collective has both; the peers
+one), so the calls are counted from the forms in its JSON output; the in-place form's inputs are
+restored between calls, which that figure includes.
 """
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -29,38 +31,34 @@ from compare import ROOT, Systems
 
 
 def command(systems, system, args, iterations, scratch):
-    """(argv, env, calls per iteration) of one system's run: compare.py's command line for it, at
+    """(argv, env, JSON output path) of one system's run: compare.py's command line for it, at
     one size, without warm-up calls."""
     if not (system in ("weft-tcp", "weft-shm", "mpi-tcp", "mpi-vader") or system.startswith("gloo-")):
         raise SystemExit(f"cpu_per_call.py: unknown system '{system}' (weft-tcp, weft-shm, gloo-ALG, mpi-tcp, mpi-vader)")
     for family, why in systems.missing.items():
         if system.startswith(f"{family}-"):
             raise SystemExit(f"cpu_per_call.py: {system}: {why}")
+    output = os.path.join(scratch, "run.json")
     argv, env = systems.command(system, args.ranks, args.collective, (args.bytes, args.bytes, iterations),
-                                os.path.join(scratch, "run.json"), scratch)
-    return argv + args.extra, env, weft_forms(args.collective) if system.startswith("weft-") else 1
-
-
-def weft_forms(collective):
-    """How many calls weft-bench times per iteration: one per form it has (bench.hpp's
-    has_out_of_place and has_in_place)."""
-    out_of_place = collective != "broadcast"
-    in_place = collective in ("allreduce", "reduce", "allgather", "broadcast")
-    return int(out_of_place) + int(in_place)
+                                output, scratch)
+    return argv + args.extra, env, output
 
 
 def measure(systems, system, args, iterations):
     """(cpu seconds, wall seconds, calls) of one run."""
     with tempfile.TemporaryDirectory() as scratch:
-        argv, env, forms = command(systems, system, args, iterations, scratch)
+        argv, env, output = command(systems, system, args, iterations, scratch)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         finished = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.timeout)
         wall = time.monotonic() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if finished.returncode != 0:
-        raise SystemExit(f"cpu_per_call.py: {system} failed (exit {finished.returncode}):\n"
-                         f"{' '.join(argv)}\n{(finished.stdout + finished.stderr)[-2000:]}")
+        if finished.returncode != 0:
+            raise SystemExit(f"cpu_per_call.py: {system} failed (exit {finished.returncode}):\n"
+                             f"{' '.join(argv)}\n{(finished.stdout + finished.stderr)[-2000:]}")
+        with open(output) as handle:
+            row = json.load(handle)["results"][0]
+    forms = sum(1 for form in ("out_of_place", "in_place") if row.get(form))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, wall, iterations * forms
 
