@@ -94,16 +94,14 @@ with tempfile.TemporaryDirectory() as scratch:
     expect(result.returncode == 0 and calls_ok and ordered and same_calls
            and ("allreduce", "256", "in", "4") in keys,
            "--trace writes every timed call of every rank", result)
-    stagger = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare",
-                                                           "stagger.py"), prefix],
-                             capture_output=True, text=True, timeout=60)
+    stagger_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare", "stagger.py")
+    stagger = subprocess.run([sys.executable, stagger_py, prefix], capture_output=True, text=True, timeout=60)
     summary = [line.split() for line in stagger.stdout.splitlines() if not line.startswith("#")]
     expect(stagger.returncode == 0 and len(summary) == 4 and all(f[3] == "5" for f in summary)
            and all(float(f[4]) >= float(f[6]) > 0 for f in summary),
            f"stagger.py summarizes the trace: {summary}", result)
-    missing = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare",
-                                                           "stagger.py"), prefix + "-none"],
-                             capture_output=True, text=True, timeout=60)
+    missing = subprocess.run([sys.executable, stagger_py, prefix + "-none"], capture_output=True, text=True,
+                             timeout=60)
     expect(missing.returncode != 0 and "no trace files" in missing.stderr, "stagger.py names a missing trace", result)
 result = run("--ranks", "2", "--collective", "allreduce", "-e", "64", "-n", "1", "--trace", "/nonexistent/dir/t")
 expect(result.returncode == 1 and "--trace" in result.stderr and "cannot write" in result.stderr,

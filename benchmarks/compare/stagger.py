@@ -14,7 +14,8 @@ medians over the iterations of:
     spread   last start - first start: how far apart the barrier let the ranks go
     together last end - last start: the call once every rank is in it
 
-Ranks must share a host (one steady clock); traces from different hosts are refused.
+The ranks must share a host: each file's times are on its own host's steady clock, and the
+files do not say which host wrote them, so a spread across hosts would mean nothing.
 """
 import collections
 import glob

@@ -710,7 +710,7 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
           }
           ++rounds;
           if (rank == 0) ++job_rounds;
-          // Go on until every fuzzed connection has been turned away (or 30 s).
+          // Go on until every fuzzed connection has been turned away (or 60 s).
           int more = 0;
           if (rank == 0) {
             more = (!fuzzing_done || transport.rejected_connections() <

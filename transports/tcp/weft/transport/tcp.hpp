@@ -560,7 +560,7 @@ class engine {
                                      " ms at start-up: no connection from rank(s) " + missing +
                                      " (not started, or cannot reach " + address_ + ")");
     }
-    size_crowded_buffers();
+    adapt_to_crowding();
     for (auto& owned : connections_) {
       if (!owned) continue;
       owned->socket.non_blocking(true);
@@ -632,7 +632,7 @@ class engine {
   // Once every connection is up: when this host runs more ranks than this process has CPUs,
   // the connections between them get the crowded buffer size, and waits yield the core at
   // every poll.
-  void size_crowded_buffers() {
+  void adapt_to_crowding() {
     std::vector<tcp::socket*> local;
     for (auto& owned : connections_) {
       if (owned && same_host(owned->socket)) local.push_back(&owned->socket);
