@@ -96,6 +96,7 @@ inline weft::options test_options(std::size_t chunk_bytes = 512) {
   weft::options settings;
   settings.timeout = std::chrono::seconds(60);
   settings.chunk_bytes = chunk_bytes;
+  settings.reduce_chunk_bytes = chunk_bytes;
   return settings;
 }
 

@@ -13,6 +13,7 @@
 #include "weft/detail/bytes.hpp"
 #include "weft/error.hpp"
 #include "weft/transport.hpp"
+#include "weft/tuning/cost_model.hpp"
 
 #include <algorithm>
 #include <array>
@@ -57,12 +58,18 @@ constexpr std::string_view to_string(collective kind) noexcept {
 struct options {
   // Longest any single wait may block before it throws errc::timeout.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  // Pipelined algorithms move messages in pieces of at most this many bytes.
+  // Pipelined algorithms move messages in pieces of at most this many bytes ...
   std::size_t chunk_bytes = std::size_t{1} << 20;
+  // ... except those that reduce each piece (ring's and recursive halving's exchanges, the
+  // double binary tree): pieces of this many bytes, sized so that a piece is still in cache
+  // when it is reduced and sent on. 0: the transport's measured size (its row in
+  // tuning/cost_model.hpp; 256 KiB over TCP), else chunk_bytes.
+  std::size_t reduce_chunk_bytes = 0;
   // Before each collective, ranks compare what they were asked to do (errc::mismatch).
   bool check = false;
 
-  // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES and WEFT_CHECK=1.
+  // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES and
+  // WEFT_CHECK=1.
   static options from_environment() {
     options result;
     if (const char* value = std::getenv("WEFT_TIMEOUT_MS"); value && *value) {
@@ -70,6 +77,9 @@ struct options {
     }
     if (const char* value = std::getenv("WEFT_CHUNK_BYTES"); value && *value) {
       result.chunk_bytes = std::max<std::size_t>(1, std::strtoull(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_REDUCE_CHUNK_BYTES"); value && *value) {
+      result.reduce_chunk_bytes = std::strtoull(value, nullptr, 10);
     }
     if (const char* value = std::getenv("WEFT_CHECK"); value && *value && *value != '0') {
       result.check = true;
@@ -294,10 +304,21 @@ class communicator {
     for (auto& operation : operations) wait(operation);
   }
 
-  // Bytes per pipelined message, rounded down to whole elements (at least one element).
-  std::size_t chunk_bytes(std::size_t element_size) const {
-    const std::size_t elements = std::max<std::size_t>(1, settings_.chunk_bytes / element_size);
+  // Bytes per piece of a pipelined reduction, rounded down to whole elements (at least one):
+  // options::reduce_chunk_bytes, else the transport's measured size, else options::chunk_bytes.
+  std::size_t reduce_chunk_bytes(std::size_t element_size) const {
+    std::size_t bytes = settings_.reduce_chunk_bytes;
+    if (bytes == 0) bytes = tuning::constants_of<T>().reduce_chunk_bytes;
+    if (bytes == 0) bytes = settings_.chunk_bytes;
+    const std::size_t elements = std::max<std::size_t>(1, bytes / element_size);
     return elements * element_size;
+  }
+
+  // The piece size the cost model charges a pipelined `kind` with.
+  std::size_t pipeline_bytes(collective kind) const {
+    const bool reduces = kind == collective::allreduce || kind == collective::reduce ||
+                         kind == collective::reduce_scatter;
+    return reduces ? reduce_chunk_bytes(1) : settings_.chunk_bytes;
   }
 
   // ---- what the facade uses ----------------------------------------------------------------

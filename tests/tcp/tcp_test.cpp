@@ -174,6 +174,52 @@ TEST_CASE("large messages cross tcp intact, bitwise equal on every rank", "[tcp]
   CHECK(sink.empty());
 }
 
+TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; results stay exact", "[tcp]") {
+  const std::size_t measured = weft::tuning::constants_for("tcp").reduce_chunk_bytes;
+  REQUIRE(measured > 0);
+  job world(3);
+  failures sink;
+  world.run(sink, [&](tcp_comm& comm) {
+    auto settings = comm.settings();
+    settings.chunk_bytes = std::size_t{1} << 20;
+    settings.reduce_chunk_bytes = 0;  // the transport's own
+    comm.set_settings(settings);
+    std::lock_guard lock(catch_mutex());
+    CHECK(comm.reduce_chunk_bytes(4) == measured);
+    CHECK(comm.reduce_chunk_bytes(12) == measured / 12 * 12);
+    CHECK(comm.pipeline_bytes(weft::collective::allreduce) == measured);
+    CHECK(comm.pipeline_bytes(weft::collective::reduce_scatter) == measured);
+    CHECK(comm.pipeline_bytes(weft::collective::broadcast) == settings.chunk_bytes);
+    settings.reduce_chunk_bytes = 1000;
+    comm.set_settings(settings);
+    CHECK(comm.reduce_chunk_bytes(8) == 1000);
+    CHECK(comm.reduce_chunk_bytes(12) == 996);
+    CHECK(comm.reduce_chunk_bytes(4096) == 4096);  // at least one element
+  });
+  // With the measured pieces, sums over several pieces and a ragged last one are exact.
+  world.run(sink, [&](tcp_comm& comm) {
+    auto settings = comm.settings();
+    settings.reduce_chunk_bytes = 0;
+    comm.set_settings(settings);
+    const std::size_t count = 3 * measured / sizeof(std::int64_t) + 7;
+    for (const bool halving : {false, true}) {
+      std::vector<std::int64_t> data(count);
+      for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::int64_t>(i) * (comm.rank() + 1);
+      if (halving) weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{}, weft::recursive_halving{});
+      else weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{}, weft::ring{});
+      for (std::size_t i = 0; i < count; ++i) {
+        if (data[i] != static_cast<std::int64_t>(i) * 6) {
+          sink.add("rank " + std::to_string(comm.rank()) + (halving ? " halving" : " ring") +
+                   ": element " + std::to_string(i) + " is " + std::to_string(data[i]));
+          break;
+        }
+      }
+    }
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 // The receive buffers two thread-ranks on this host get when each thread may use `cpus` CPUs.
 std::array<int, 2> buffers_with_cpus(int cpus, failures& sink) {
   std::array<int, 2> seen{0, 0};

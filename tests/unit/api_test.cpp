@@ -182,6 +182,21 @@ TEST_CASE("automatic picks by message size and the same algorithm on every rank"
   RANK_CHECK((large[0] == "ring" || large[0] == "recursive_halving" || large[0] == "double_binary_tree"));
 }
 
+TEST_CASE("a reduction's pieces follow chunk_bytes where the transport measured none", "[api]") {
+  REQUIRE(weft::tuning::constants_for("inproc").reduce_chunk_bytes == 0);
+  auto settings = test_options(4096);
+  settings.reduce_chunk_bytes = 0;
+  weft::inproc::run(2, [&](comm_t& comm) {
+    RANK_CHECK(comm.reduce_chunk_bytes(4) == 4096);
+    RANK_CHECK(comm.pipeline_bytes(weft::collective::allreduce) == 4096);
+  }, settings);
+  {
+    scoped_env pieces("WEFT_REDUCE_CHUNK_BYTES", "65536");
+    CHECK(weft::options::from_environment().reduce_chunk_bytes == 65536);
+  }
+  CHECK(weft::options::from_environment().reduce_chunk_bytes == 0);
+}
+
 TEST_CASE("WEFT_ALGO overrides automatic, and refuses what cannot run", "[api]") {
   {
     scoped_env env("WEFT_ALGO", "broadcast=ring,allreduce=recursive_halving");

@@ -86,7 +86,7 @@ struct double_binary_tree {
     if (p == 1) return comm.copy(out, in);
     const std::size_t element = combine.element_size();
     const std::size_t count = out.size() / element;
-    const std::size_t chunk = comm.chunk_bytes(element);
+    const std::size_t chunk = comm.reduce_chunk_bytes(element);
     const std::size_t first_half = (count + 1) / 2 * element;
 
     struct half_tree {

@@ -2,9 +2,9 @@
 // chunk overlapping the transfer of the next.
 //
 // Sends `source` to rank `to` and receives from rank `from` into `target`, reduced with `own`
-// (target = own op incoming), in pieces of comm.chunk_bytes(): two receives and two sends are
-// in flight, and chunk j is reduced (at its wait, from a chunk-sized staging slot that stays in
-// cache) while chunk j+1 is on its way. Ring's reduce-scatter steps (to = right, from = left)
+// (target = own op incoming), in pieces of comm.reduce_chunk_bytes(): two receives and two
+// sends are in flight, and chunk j is reduced (at its wait, from a chunk-sized staging slot that
+// stays in cache) while chunk j+1 is on its way. Ring's reduce-scatter steps (to = right, from = left)
 // and recursive halving's steps (to = from = partner) are both this loop; ring's allreduce
 // ends its reduce-scatter with exchange_reduce_forward, the same loop that also passes each
 // finished chunk on.
@@ -23,7 +23,7 @@ template <bool Forward, class Comm, class Reducer>
 void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes target,
                      const_bytes own, bytes gathered, const Reducer& combine, bytes slots) {
   constexpr int forward_channel = 1;  // separates the final chunks from the partial ones
-  const std::size_t chunk = comm.chunk_bytes(combine.element_size());
+  const std::size_t chunk = comm.reduce_chunk_bytes(combine.element_size());
   const std::size_t send_pieces = chunk_count(source.size(), chunk);
   const std::size_t recv_pieces = chunk_count(target.size(), chunk);
   const std::size_t gather_pieces = Forward ? chunk_count(gathered.size(), chunk) : 0;
@@ -55,7 +55,7 @@ void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes tar
   comm.wait_all(forwards[0], forwards[1]);
 }
 
-// `slots` holds two chunks of staging (2 * comm.chunk_bytes(element size) bytes).
+// `slots` holds two chunks of staging (2 * comm.reduce_chunk_bytes(element size) bytes).
 template <class Comm, class Reducer>
 void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes target, const_bytes own,
                      const Reducer& combine, bytes slots) {

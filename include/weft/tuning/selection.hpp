@@ -44,13 +44,6 @@ inline std::string_view algorithm_override(collective kind) {
   return {};
 }
 
-// The transport's row in the constants table: T::tuning_key if it has one.
-template <class Transport>
-constexpr const link_constants& constants_of() {
-  if constexpr (requires { Transport::tuning_key; }) return constants_for(Transport::tuning_key);
-  else return constants_for("default");
-}
-
 }  // namespace tuning
 
 namespace detail {
@@ -85,7 +78,7 @@ report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
           if (wanted.empty()) {
             const double estimate = tuning::estimate_us(
                 Algorithms::cost(Call::kind, comm.size(), static_cast<double>(call.message_bytes()),
-                                 static_cast<double>(comm.settings().chunk_bytes)),
+                                 static_cast<double>(comm.pipeline_bytes(Call::kind))),
                 constants);
             if (estimate < best) {
               best = estimate;
