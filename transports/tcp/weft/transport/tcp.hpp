@@ -87,10 +87,10 @@ struct config {
   // SO_SNDBUF and SO_RCVBUF of every connection (0: the kernel autotunes them), except those
   // between ranks on one host when it runs more ranks than this process has CPUs: then
   // crowded_socket_buffer_bytes. There TCP is two kernel copies per byte on cores the ranks
-  // share, and small buffers keep the bytes in flight, and the pages that carry them, in cache;
-  // with a core per rank, large buffers let a sender run ahead (docs/performance.md).
+  // share, and smaller buffers keep the bytes in flight, and the pages that carry them, in
+  // cache; with a core per rank, large buffers let a sender run ahead (docs/performance.md).
   int socket_buffer_bytes = 4 << 20;
-  int crowded_socket_buffer_bytes = 256 << 10;
+  int crowded_socket_buffer_bytes = 1 << 20;
   std::chrono::microseconds spin{50};  // how long a wait polls (yielding) before it sleeps in epoll
   // ... and a wait for a message below 64 KiB: its time is latency, and on a host with more
   // ranks than cores a rank that sleeps pays a wake-up per message (docs/performance.md).
