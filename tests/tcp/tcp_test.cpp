@@ -184,22 +184,22 @@ TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; res
     settings.chunk_bytes = std::size_t{1} << 20;
     settings.reduce_chunk_bytes = 0;  // the transport's own
     comm.set_settings(settings);
-    std::lock_guard lock(catch_mutex());
-    CHECK(comm.reduce_chunk_bytes(4) == measured);
-    CHECK(comm.reduce_chunk_bytes(12) == measured / 12 * 12);
-    CHECK(comm.pipeline_bytes(weft::collective::allreduce) == measured);
-    CHECK(comm.pipeline_bytes(weft::collective::reduce_scatter) == measured);
-    CHECK(comm.pipeline_bytes(weft::collective::broadcast) == settings.chunk_bytes);
-    settings.reduce_chunk_bytes = 1000;
-    comm.set_settings(settings);
-    CHECK(comm.reduce_chunk_bytes(8) == 1000);
-    CHECK(comm.reduce_chunk_bytes(12) == 996);
-    CHECK(comm.reduce_chunk_bytes(4096) == 4096);  // at least one element
-  });
-  // With the measured pieces, sums over several pieces and a ragged last one are exact.
-  world.run(sink, [&](tcp_comm& comm) {
-    auto settings = comm.settings();
-    settings.reduce_chunk_bytes = 0;
+    {
+      std::lock_guard lock(catch_mutex());  // released before the ranks communicate
+      CHECK(comm.reduce_chunk_bytes(4) == measured);
+      CHECK(comm.reduce_chunk_bytes(12) == measured / 12 * 12);
+      CHECK(comm.pipeline_bytes(weft::collective::allreduce) == measured);
+      CHECK(comm.pipeline_bytes(weft::collective::reduce_scatter) == measured);
+      CHECK(comm.pipeline_bytes(weft::collective::broadcast) == settings.chunk_bytes);
+      auto fixed = settings;
+      fixed.reduce_chunk_bytes = 1000;
+      comm.set_settings(fixed);
+      CHECK(comm.reduce_chunk_bytes(8) == 1000);
+      CHECK(comm.reduce_chunk_bytes(12) == 996);
+      CHECK(comm.reduce_chunk_bytes(4096) == 4096);  // at least one element
+    }
+    // With the measured pieces (one world: a store serves one world per prefix), sums over
+    // several pieces and a ragged last one are exact.
     comm.set_settings(settings);
     const std::size_t count = 3 * measured / sizeof(std::int64_t) + 7;
     for (const bool halving : {false, true}) {
