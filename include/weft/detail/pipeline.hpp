@@ -4,10 +4,10 @@
 // Sends `source` to rank `to` and receives from rank `from` into `target`, reduced with `own`
 // (target = own op incoming), in pieces of comm.reduce_chunk_bytes(): two receives and two
 // sends are in flight, and chunk j is reduced (at its wait, from a chunk-sized staging slot that
-// stays in cache) while chunk j+1 is on its way. Ring's reduce-scatter steps (to = right, from = left)
-// and recursive halving's steps (to = from = partner) are both this loop; ring's allreduce
-// ends its reduce-scatter with exchange_reduce_forward, the same loop that also passes each
-// finished chunk on.
+// stays in cache) while chunk j+1 is on its way. Ring's reduce-scatter steps (to = right,
+// from = left) and recursive halving's steps (to = from = partner) are both this loop; ring's
+// allreduce ends its reduce-scatter with exchange_reduce_forward, the same loop that also
+// passes each finished chunk on.
 #pragma once
 
 #include "weft/detail/bytes.hpp"
