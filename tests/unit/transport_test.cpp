@@ -357,3 +357,110 @@ TEST_CASE("algorithms reach element data only through the memory space", "[trans
     CHECK(sink.empty());
   }
 }
+
+// ---- recording: the order in which an algorithm posts its operations ----------------------------
+
+namespace {
+
+// The archetype, keeping each posted operation's direction and peer.
+template <class Inner>
+class recording : public archetype<Inner> {
+ public:
+  struct post {
+    bool is_send;
+    int peer;
+  };
+  recording(Inner inner, std::vector<post>* log) : archetype<Inner>(std::move(inner)), log_(log) {}
+
+  typename archetype<Inner>::request send(int peer, std::span<const std::byte> data, weft::tag_t tag) {
+    log_->push_back({true, peer});
+    return archetype<Inner>::send(peer, data, tag);
+  }
+  typename archetype<Inner>::request recv(int peer, std::span<std::byte> data, weft::tag_t tag) {
+    log_->push_back({false, peer});
+    return archetype<Inner>::recv(peer, data, tag);
+  }
+
+ private:
+  std::vector<post>* log_;
+};
+static_assert(weft::transport<recording<weft::inproc::transport>>);
+
+}  // namespace
+
+TEST_CASE("direct's exchanges with everyone post in shifted order: rank r's k-th to r+k, from r-k",
+          "[transport]") {
+  using post = recording<weft::inproc::transport>::post;
+  for (int p : {3, 4, 5}) {
+    weft::inproc::world<> world(p);
+    std::vector<std::vector<post>> logs(static_cast<std::size_t>(p));
+    failures sink;
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < p; ++rank) {
+      threads.emplace_back([&, rank] {
+        auto& log = logs[static_cast<std::size_t>(rank)];
+        recording<weft::inproc::transport> transport(world.endpoint(rank), &log);
+        weft::communicator<recording<weft::inproc::transport>> comm(transport, test_options(64));
+        // rank r's expected posts: receive from r-k, send to r+k, for k = 1 .. p-1
+        std::vector<std::pair<bool, int>> want;
+        for (int k = 1; k < p; ++k) {
+          want.emplace_back(false, (rank - k + p) % p);
+          want.emplace_back(true, (rank + k) % p);
+        }
+        auto check = [&](const std::string& name) {
+          std::vector<std::pair<bool, int>> got;
+          for (const post& entry : log) got.emplace_back(entry.is_send, entry.peer);
+          if (got != want) {
+            std::string text;
+            for (const auto& [is_send, peer] : got) text += (is_send ? " send " : " recv ") + std::to_string(peer);
+            sink.add(name + ": rank " + std::to_string(rank) + " posted" + text);
+          }
+          log.clear();
+        };
+        try {
+          const std::size_t n = 6;
+          std::vector<int> in(n * static_cast<std::size_t>(p));
+          for (std::size_t i = 0; i < in.size(); ++i) in[i] = rank * 1000 + static_cast<int>(i);
+          std::vector<int> out(in.size());
+          weft::alltoall(comm, std::span<const int>(in), std::span<int>(out), weft::direct{});
+          check("alltoall");
+          for (int from = 0; from < p; ++from) {  // block `from` of out is block `rank` of rank from's in
+            for (std::size_t i = 0; i < n; ++i) {
+              const int expected = from * 1000 + static_cast<int>(static_cast<std::size_t>(rank) * n + i);
+              if (out[static_cast<std::size_t>(from) * n + i] != expected) sink.add("alltoall value");
+            }
+          }
+          std::vector<int> mine(n, rank + 1);
+          weft::allgather(comm, std::span<const int>(mine), std::span<int>(out), weft::direct{});
+          check("allgather");
+          for (std::size_t i = 0; i < out.size(); ++i) {
+            if (out[i] != static_cast<int>(i / n) + 1) sink.add("allgather value");
+          }
+          weft::reduce_scatter(comm, std::span<const int>(in), std::span<int>(mine), weft::sum{}, weft::direct{});
+          check("reduce_scatter");
+          for (std::size_t i = 0; i < n; ++i) {
+            if (mine[i] != 1000 * p * (p - 1) / 2 + p * (rank * static_cast<int>(n) + static_cast<int>(i)))
+              sink.add("reduce_scatter value");
+          }
+          std::vector<int> sums(n);
+          weft::allreduce(comm, std::span<const int>(mine), std::span<int>(sums), weft::sum{}, weft::direct{});
+          check("allreduce");
+          // sum over ranks s of in_s[j] (j over every block) = 1000 * p(p-1)/2 + p * j
+          for (std::size_t i = 0; i < n; ++i) {
+            long expected = 0;
+            for (int block = 0; block < p; ++block) {
+              expected += 1000L * p * (p - 1) / 2 + static_cast<long>(p) * (static_cast<long>(block) * n + i);
+            }
+            if (sums[i] != expected) sink.add("allreduce value");
+          }
+        } catch (const std::exception& failure) {
+          sink.add("rank " + std::to_string(rank) + " threw " + failure.what());
+          world.abort(rank, failure.what());
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    INFO("p = " << p << ": " << sink.summary());
+    CHECK(sink.empty());
+  }
+}

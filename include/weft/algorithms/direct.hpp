@@ -11,6 +11,9 @@
 //   broadcast       The root sends to every other rank.
 //   gather/scatter  Every rank sends its block to the root / the root sends each its block.
 //   alltoall(v)     Every pair exchanges its block, all messages posted at once.
+//   The exchanges with everyone (allreduce, reduce_scatter, allgather, alltoall) post in
+//   a shifted order: rank r's k-th receive is from r-k and its k-th send to r+k (mod p),
+//   so each rank's first message goes to a different peer, not all of them to rank 0.
 // Cost per rank (n bytes; per-rank block for the gathering ones)
 //   1 step; allreduce sends (p-1) * n bytes and reduces (p-1) * n. For the cost model the
 //   allreduce counts as p-1 steps: its step is p-1 messages of the whole vector, and each
@@ -54,13 +57,7 @@ struct direct {
     auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
     comm.copy(slot(r), in);
     comm.next_step();
-    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
-    for (int i = 0; i < p; ++i) {
-      if (i == r) continue;
-      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, slot(i));
-      operations[static_cast<std::size_t>(2 * i + 1)] = comm.send(i, in);
-    }
-    comm.wait_each(operations);
+    exchange_with_everyone(comm, slot, [&](int) { return in; });
     reduce_in_order(comm, slots, n, out, combine);
   }
 
@@ -74,14 +71,7 @@ struct direct {
     auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
     comm.copy(slot(r), in.subspan(static_cast<std::size_t>(r) * n, n));
     comm.next_step();
-    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
-    for (int i = 0; i < p; ++i) {
-      if (i == r) continue;
-      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, slot(i));
-      operations[static_cast<std::size_t>(2 * i + 1)] =
-          comm.send(i, in.subspan(static_cast<std::size_t>(i) * n, n));
-    }
-    comm.wait_each(operations);
+    exchange_with_everyone(comm, slot, [&](int i) { return in.subspan(static_cast<std::size_t>(i) * n, n); });
     reduce_in_order(comm, slots, n, out, combine);
   }
 
@@ -116,17 +106,11 @@ struct direct {
   template <class Comm>
   static void allgatherv(Comm& comm, detail::const_bytes in, detail::bytes out,
                          detail::layout blocks) {
-    const int p = comm.size();
     const int r = comm.rank();
     comm.copy(out.subspan(blocks.offset(r), blocks.size(r)), in);
     comm.next_step();
-    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
-    for (int i = 0; i < p; ++i) {
-      if (i == r) continue;
-      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, out.subspan(blocks.offset(i), blocks.size(i)));
-      operations[static_cast<std::size_t>(2 * i + 1)] = comm.send(i, in);
-    }
-    comm.wait_each(operations);
+    exchange_with_everyone(comm, [&](int i) { return out.subspan(blocks.offset(i), blocks.size(i)); },
+                           [&](int) { return in; });
   }
 
   template <class Comm>
@@ -190,18 +174,12 @@ struct direct {
   template <class Comm>
   static void alltoallv(Comm& comm, detail::const_bytes in, detail::layout in_blocks,
                         detail::bytes out, detail::layout out_blocks) {
-    const int p = comm.size();
     const int r = comm.rank();
     comm.copy(out.subspan(out_blocks.offset(r), out_blocks.size(r)),
               in.subspan(in_blocks.offset(r), in_blocks.size(r)));
     comm.next_step();
-    auto operations = comm.requests(2 * static_cast<std::size_t>(p));
-    for (int i = 0; i < p; ++i) {
-      if (i == r) continue;
-      operations[static_cast<std::size_t>(2 * i)] = comm.recv(i, out.subspan(out_blocks.offset(i), out_blocks.size(i)));
-      operations[static_cast<std::size_t>(2 * i + 1)] = comm.send(i, in.subspan(in_blocks.offset(i), in_blocks.size(i)));
-    }
-    comm.wait_each(operations);
+    exchange_with_everyone(comm, [&](int i) { return out.subspan(out_blocks.offset(i), out_blocks.size(i)); },
+                           [&](int i) { return in.subspan(in_blocks.offset(i), in_blocks.size(i)); });
   }
 
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
@@ -222,6 +200,25 @@ struct direct {
   }
 
  private:
+  // Posts a receive into into(i) from, and a send of from(i) to, every other rank i, then waits
+  // for all of them. The k-th pair of a rank r is a receive from r-k and a send to r+k (mod p):
+  // each rank's first message goes to a different peer. In rank order every rank would write
+  // to rank 0 first and to rank p-1 last, so one receiver takes all the bytes at a time while
+  // the others wait; Open MPI's linear alltoall posts in the same shifted order.
+  template <class Comm, class Into, class From>
+  static void exchange_with_everyone(Comm& comm, Into into, From from) {
+    const int p = comm.size();
+    const int r = comm.rank();
+    auto operations = comm.requests(2 * static_cast<std::size_t>(p - 1));
+    for (int k = 1; k < p; ++k) {
+      const int source = (r - k + p) % p;
+      const int destination = (r + k) % p;
+      operations[static_cast<std::size_t>(2 * (k - 1))] = comm.recv(source, into(source));
+      operations[static_cast<std::size_t>(2 * (k - 1) + 1)] = comm.send(destination, from(destination));
+    }
+    comm.wait_each(operations);
+  }
+
   // out = slot 0 op slot 1 op ... op slot p-1, left to right.
   template <class Comm>
   static void reduce_in_order(Comm& comm, detail::bytes slots, std::size_t n, detail::bytes out,
