@@ -55,9 +55,8 @@ struct direct {
     // slot i holds rank i's vector; our own is copied in too, since `out` may alias `in`
     const detail::bytes slots = comm.scratch(static_cast<std::size_t>(p) * n);
     auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
-    comm.copy(slot(r), in);
     comm.next_step();
-    exchange_with_everyone(comm, slot, [&](int) { return in; });
+    exchange_with_everyone(comm, slot, [&](int) { return in; }, [&] { comm.copy(slot(r), in); });
     reduce_in_order(comm, slots, n, out, combine);
   }
 
@@ -69,9 +68,9 @@ struct direct {
     const std::size_t n = out.size();
     const detail::bytes slots = comm.scratch(static_cast<std::size_t>(p) * n);
     auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
-    comm.copy(slot(r), in.subspan(static_cast<std::size_t>(r) * n, n));
     comm.next_step();
-    exchange_with_everyone(comm, slot, [&](int i) { return in.subspan(static_cast<std::size_t>(i) * n, n); });
+    exchange_with_everyone(comm, slot, [&](int i) { return in.subspan(static_cast<std::size_t>(i) * n, n); },
+                           [&] { comm.copy(slot(r), in.subspan(static_cast<std::size_t>(r) * n, n)); });
     reduce_in_order(comm, slots, n, out, combine);
   }
 
@@ -107,10 +106,10 @@ struct direct {
   static void allgatherv(Comm& comm, detail::const_bytes in, detail::bytes out,
                          detail::layout blocks) {
     const int r = comm.rank();
-    comm.copy(out.subspan(blocks.offset(r), blocks.size(r)), in);
     comm.next_step();
     exchange_with_everyone(comm, [&](int i) { return out.subspan(blocks.offset(i), blocks.size(i)); },
-                           [&](int) { return in; });
+                           [&](int) { return in; },
+                           [&] { comm.copy(out.subspan(blocks.offset(r), blocks.size(r)), in); });
   }
 
   template <class Comm>
@@ -175,11 +174,13 @@ struct direct {
   static void alltoallv(Comm& comm, detail::const_bytes in, detail::layout in_blocks,
                         detail::bytes out, detail::layout out_blocks) {
     const int r = comm.rank();
-    comm.copy(out.subspan(out_blocks.offset(r), out_blocks.size(r)),
-              in.subspan(in_blocks.offset(r), in_blocks.size(r)));
     comm.next_step();
     exchange_with_everyone(comm, [&](int i) { return out.subspan(out_blocks.offset(i), out_blocks.size(i)); },
-                           [&](int i) { return in.subspan(in_blocks.offset(i), in_blocks.size(i)); });
+                           [&](int i) { return in.subspan(in_blocks.offset(i), in_blocks.size(i)); },
+                           [&] {
+                             comm.copy(out.subspan(out_blocks.offset(r), out_blocks.size(r)),
+                                       in.subspan(in_blocks.offset(r), in_blocks.size(r)));
+                           });
   }
 
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
@@ -200,13 +201,13 @@ struct direct {
   }
 
  private:
-  // Posts a receive into into(i) from, and a send of from(i) to, every other rank i, then waits
-  // for all of them. The k-th pair of a rank r is a receive from r-k and a send to r+k (mod p):
+  // Posts a receive into into(i) from, and a send of from(i) to, every other rank i, runs
+  // `meanwhile` (this rank's own block: its copy overlaps the transfers), then waits for all. The k-th pair of a rank r is a receive from r-k and a send to r+k (mod p):
   // each rank's first message goes to a different peer. In rank order every rank would write
   // to rank 0 first and to rank p-1 last, so one receiver takes all the bytes at a time while
   // the others wait; Open MPI's linear alltoall posts in the same shifted order.
-  template <class Comm, class Into, class From>
-  static void exchange_with_everyone(Comm& comm, Into into, From from) {
+  template <class Comm, class Into, class From, class Meanwhile>
+  static void exchange_with_everyone(Comm& comm, Into into, From from, Meanwhile meanwhile) {
     const int p = comm.size();
     const int r = comm.rank();
     auto operations = comm.requests(2 * static_cast<std::size_t>(p - 1));
@@ -216,6 +217,7 @@ struct direct {
       operations[static_cast<std::size_t>(2 * (k - 1))] = comm.recv(source, into(source));
       operations[static_cast<std::size_t>(2 * (k - 1) + 1)] = comm.send(destination, from(destination));
     }
+    meanwhile();
     comm.wait_each(operations);
   }
 
