@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -145,19 +146,6 @@ class communicator {
    public:
     pending() = default;
     bool active() const { return request_.has_value(); }
-
-    // Back to the empty state, field by field: the move-assignment of a fresh pending made
-    // GCC 12 warn (-Wmaybe-uninitialized) about the empty optional's payload under ASan.
-    void clear() {
-      request_.reset();
-      peer_ = -1;
-      is_send_ = false;
-      bytes_ = 0;
-      combine_ = nullptr;
-      target_ = {};
-      own_ = {};
-      staged_ = {};
-    }
 
    private:
     friend class communicator;
@@ -308,7 +296,13 @@ class communicator {
   // Valid until the next call of requests().
   std::span<pending> requests(std::size_t count) {
     if (request_pool_.size() < count) request_pool_.resize(count);
-    for (std::size_t i = 0; i < count; ++i) request_pool_[i].clear();
+    // Rebuilt in place rather than assigned a fresh pending{}: the defaults stay in pending's
+    // own definition, and GCC 12 warned (-Wmaybe-uninitialized, under ASan) about the
+    // move-assignment of the empty optional.
+    for (std::size_t i = 0; i < count; ++i) {
+      std::destroy_at(&request_pool_[i]);
+      std::construct_at(&request_pool_[i]);
+    }
     return {request_pool_.data(), count};
   }
 
