@@ -362,14 +362,11 @@ TEST_CASE("algorithms reach element data only through the memory space", "[trans
 
 namespace {
 
-// The archetype, keeping each posted operation's direction and peer.
+// The archetype, keeping each posted operation's direction (true: a send) and peer.
 template <class Inner>
 class recording : public archetype<Inner> {
  public:
-  struct post {
-    bool is_send;
-    int peer;
-  };
+  using post = std::pair<bool, int>;
   recording(Inner inner, std::vector<post>* log) : archetype<Inner>(std::move(inner)), log_(log) {}
 
   typename archetype<Inner>::request send(int peer, std::span<const std::byte> data, weft::tag_t tag) {
@@ -402,17 +399,15 @@ TEST_CASE("direct's exchanges with everyone post in shifted order: rank r's k-th
         recording<weft::inproc::transport> transport(world.endpoint(rank), &log);
         weft::communicator<recording<weft::inproc::transport>> comm(transport, test_options(64));
         // rank r's expected posts: receive from r-k, send to r+k, for k = 1 .. p-1
-        std::vector<std::pair<bool, int>> want;
+        std::vector<post> want;
         for (int k = 1; k < p; ++k) {
           want.emplace_back(false, (rank - k + p) % p);
           want.emplace_back(true, (rank + k) % p);
         }
         auto check = [&](const std::string& name) {
-          std::vector<std::pair<bool, int>> got;
-          for (const post& entry : log) got.emplace_back(entry.is_send, entry.peer);
-          if (got != want) {
+          if (log != want) {
             std::string text;
-            for (const auto& [is_send, peer] : got) text += (is_send ? " send " : " recv ") + std::to_string(peer);
+            for (const auto& [is_send, peer] : log) text += (is_send ? " send " : " recv ") + std::to_string(peer);
             sink.add(name + ": rank " + std::to_string(rank) + " posted" + text);
           }
           log.clear();
@@ -445,7 +440,7 @@ TEST_CASE("direct's exchanges with everyone post in shifted order: rank r's k-th
           std::vector<int> sums(n);
           weft::allreduce(comm, std::span<const int>(mine), std::span<int>(sums), weft::sum{}, weft::direct{});
           check("allreduce");
-          // sum over ranks s of in_s[j] (j over every block) = 1000 * p(p-1)/2 + p * j
+          // the sum over ranks b of their reduce_scatter results: 1000 * p(p-1)/2 + p * (b * n + i)
           for (std::size_t i = 0; i < n; ++i) {
             long expected = 0;
             for (int block = 0; block < p; ++block) {

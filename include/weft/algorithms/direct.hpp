@@ -69,8 +69,8 @@ struct direct {
     const detail::bytes slots = comm.scratch(static_cast<std::size_t>(p) * n);
     auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
     comm.next_step();
-    exchange_with_everyone(comm, slot, [&](int i) { return in.subspan(static_cast<std::size_t>(i) * n, n); },
-                           [&] { comm.copy(slot(r), in.subspan(static_cast<std::size_t>(r) * n, n)); });
+    auto block = [&](int i) { return in.subspan(static_cast<std::size_t>(i) * n, n); };
+    exchange_with_everyone(comm, slot, block, [&] { comm.copy(slot(r), block(r)); });
     reduce_in_order(comm, slots, n, out, combine);
   }
 
@@ -107,9 +107,8 @@ struct direct {
                          detail::layout blocks) {
     const int r = comm.rank();
     comm.next_step();
-    exchange_with_everyone(comm, [&](int i) { return out.subspan(blocks.offset(i), blocks.size(i)); },
-                           [&](int) { return in; },
-                           [&] { comm.copy(out.subspan(blocks.offset(r), blocks.size(r)), in); });
+    auto block = [&](int i) { return out.subspan(blocks.offset(i), blocks.size(i)); };
+    exchange_with_everyone(comm, block, [&](int) { return in; }, [&] { comm.copy(block(r), in); });
   }
 
   template <class Comm>
@@ -175,12 +174,10 @@ struct direct {
                         detail::bytes out, detail::layout out_blocks) {
     const int r = comm.rank();
     comm.next_step();
-    exchange_with_everyone(comm, [&](int i) { return out.subspan(out_blocks.offset(i), out_blocks.size(i)); },
-                           [&](int i) { return in.subspan(in_blocks.offset(i), in_blocks.size(i)); },
-                           [&] {
-                             comm.copy(out.subspan(out_blocks.offset(r), out_blocks.size(r)),
-                                       in.subspan(in_blocks.offset(r), in_blocks.size(r)));
-                           });
+    auto out_block = [&](int i) { return out.subspan(out_blocks.offset(i), out_blocks.size(i)); };
+    auto in_block = [&](int i) { return in.subspan(in_blocks.offset(i), in_blocks.size(i)); };
+    exchange_with_everyone(comm, out_block, in_block,
+                           [&] { comm.copy(out_block(r), in_block(r)); });
   }
 
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
@@ -202,10 +199,11 @@ struct direct {
 
  private:
   // Posts a receive into into(i) from, and a send of from(i) to, every other rank i, runs
-  // `meanwhile` (this rank's own block: its copy overlaps the transfers), then waits for all. The k-th pair of a rank r is a receive from r-k and a send to r+k (mod p):
-  // each rank's first message goes to a different peer. In rank order every rank would write
-  // to rank 0 first and to rank p-1 last, so one receiver takes all the bytes at a time while
-  // the others wait; Open MPI's linear alltoall posts in the same shifted order.
+  // `meanwhile` (this rank's own block: its copy overlaps the transfers), then waits for all.
+  // The k-th pair of a rank r is a receive from r-k and a send to r+k (mod p): each rank's
+  // first message goes to a different peer. In rank order every rank would write to rank 0
+  // first and to rank p-1 last, so one receiver takes all the bytes at a time while the others
+  // wait; Open MPI's linear alltoall posts in the same shifted order.
   template <class Comm, class Into, class From, class Meanwhile>
   static void exchange_with_everyone(Comm& comm, Into into, From from, Meanwhile meanwhile) {
     const int p = comm.size();
@@ -214,8 +212,9 @@ struct direct {
     for (int k = 1; k < p; ++k) {
       const int source = (r - k + p) % p;
       const int destination = (r + k) % p;
-      operations[static_cast<std::size_t>(2 * (k - 1))] = comm.recv(source, into(source));
-      operations[static_cast<std::size_t>(2 * (k - 1) + 1)] = comm.send(destination, from(destination));
+      const auto pair = static_cast<std::size_t>(2 * (k - 1));
+      operations[pair] = comm.recv(source, into(source));
+      operations[pair + 1] = comm.send(destination, from(destination));
     }
     meanwhile();
     comm.wait_each(operations);
