@@ -44,6 +44,12 @@ std::size_t parse_bytes(const char* text) {
   return static_cast<std::size_t>(value) * scale;
 }
 
+// Byte i of what rank `sender` sends: differs between neighbours, so a message from the wrong
+// rank or at the wrong offset is counted wrong.
+std::byte pattern(std::size_t i, int sender) {
+  return static_cast<std::byte>((i * 131 + static_cast<std::size_t>(sender)) & 0xff);
+}
+
 enum class way { one_message, pieces, handshake };
 constexpr std::array<const char*, 3> way_names{"one message", "pieces", "handshake"};
 
@@ -98,8 +104,7 @@ int main(int argc, char** argv) {
     auto& comm = job.comm();
     const int left = (comm.rank() + comm.size() - 1) % comm.size();
     std::vector<std::byte> out(bytes), in(bytes);
-    for (std::size_t i = 0; i < bytes; ++i)
-      out[i] = static_cast<std::byte>((i * 131 + comm.rank()) & 0xff);
+    for (std::size_t i = 0; i < bytes; ++i) out[i] = pattern(i, comm.rank());
     std::array<std::vector<double>, 3> times;
     long wrong = 0;
     auto timed = [&](way how, bool keep) {
@@ -111,10 +116,7 @@ int main(int argc, char** argv) {
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
               .count();
       weft::allreduce(comm, std::span(&slowest, 1), weft::max{});
-      for (std::size_t i = 0; i < bytes; ++i) {
-        if (in[i] != static_cast<std::byte>((i * 131 + static_cast<std::size_t>(left)) & 0xff))
-          ++wrong;
-      }
+      for (std::size_t i = 0; i < bytes; ++i) wrong += in[i] != pattern(i, left);
       if (keep) times[static_cast<std::size_t>(how)].push_back(slowest);
     };
     for (way how : {way::one_message, way::pieces, way::handshake}) timed(how, false);  // warm-up
