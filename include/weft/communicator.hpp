@@ -306,6 +306,12 @@ class communicator {
     return {request_pool_.data(), count};
   }
 
+  // Cancels every operation still pending in the pool of requests(): a call that throws does
+  // so before its buffers go away, so nothing is received into them afterwards.
+  void cancel_requests() {
+    for (auto& operation : request_pool_) operation.request_.reset();
+  }
+
   template <class Range>
   void wait_each(Range&& operations) {
     for (auto& operation : operations) wait(operation);

@@ -61,7 +61,14 @@ template <class Algorithm, class Comm, class Call>
 report run_with(Comm& comm, const Call& call) {
   comm.begin(Call::kind, Algorithm::name);
   if (comm.settings().check) call.check(comm, Algorithm::name);
-  call.template run<Algorithm>(comm);
+  try {
+    call.template run<Algorithm>(comm);
+  } catch (...) {
+    // The call's buffers are still alive here; requests left in the communicator's pool would
+    // otherwise outlive them (and the transport could go on writing into a freed buffer).
+    comm.cancel_requests();
+    throw;
+  }
   return comm.finish();
 }
 

@@ -483,7 +483,7 @@ class engine {
           // Being filled from the socket: the rest lands in an early message, with what is in.
           connection& c = *connections_[static_cast<std::size_t>(op->peer)];
           auto kept = early_message(op->tag, op->size);
-          std::memcpy(kept->bytes(), op->in, op->size);
+          std::memcpy(kept->bytes(), op->in, c.filled);  // the bytes read so far
           c.target = nullptr;
           c.early = kept.get();
           c.sink = kept->bytes();
