@@ -66,11 +66,16 @@ struct options {
   // when it is reduced and sent on. 0: the transport's measured size (its row in
   // tuning/cost_model.hpp; 256 KiB over TCP), else chunk_bytes.
   std::size_t reduce_chunk_bytes = 0;
+  // direct's exchanges with everyone, on 3 or more ranks, send a block of at least this many
+  // bytes only once its receiver has posted the receive and said so (a zero-byte message), so
+  // ranks that start early do not spend the CPUs pushing blocks to ranks that have not started.
+  // Unset: the transport's measured size (64 KiB over TCP, never elsewhere); 0: never.
+  std::optional<std::size_t> handshake_bytes;
   // Before each collective, ranks compare what they were asked to do (errc::mismatch).
   bool check = false;
 
-  // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES and
-  // WEFT_CHECK=1.
+  // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
+  // WEFT_HANDSHAKE_BYTES and WEFT_CHECK=1.
   static options from_environment() {
     options result;
     if (const char* value = std::getenv("WEFT_TIMEOUT_MS"); value && *value) {
@@ -81,6 +86,9 @@ struct options {
     }
     if (const char* value = std::getenv("WEFT_REDUCE_CHUNK_BYTES"); value && *value) {
       result.reduce_chunk_bytes = std::strtoull(value, nullptr, 10);
+    }
+    if (const char* value = std::getenv("WEFT_HANDSHAKE_BYTES"); value && *value) {
+      result.handshake_bytes = std::strtoull(value, nullptr, 10);
     }
     if (const char* value = std::getenv("WEFT_CHECK"); value && *value && *value != '0') {
       result.check = true;
@@ -253,6 +261,25 @@ class communicator {
     }
   }
 
+  // True once `operation` has completed (it is then done with, as after wait); never blocks.
+  bool test(pending& operation) {
+    if (!operation.active()) return true;
+    bool done = false;
+    try {
+      done = transport_->test(*operation.request_);
+    } catch (const error& failure) {
+      tell_others(operation.peer_, strip_prefix(failure.what()));
+      fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
+    }
+    if (!done) return false;
+    operation.request_.reset();
+    if (operation.combine_ != nullptr) {
+      (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
+      operation.combine_ = nullptr;
+    }
+    return true;
+  }
+
   template <class... Pending>
   void wait_all(Pending&... operations) {
     (wait(operations), ...);
@@ -325,6 +352,12 @@ class communicator {
     if (bytes == 0) bytes = settings_.chunk_bytes;
     const std::size_t elements = std::max<std::size_t>(1, bytes / element_size);
     return elements * element_size;
+  }
+
+  // Blocks of at least this many bytes wait for their receiver's word (options::handshake_bytes,
+  // else the transport's measured size); 0: none do.
+  std::size_t handshake_bytes() const {
+    return settings_.handshake_bytes.value_or(tuning::constants_of<T>().handshake_bytes);
   }
 
   // The piece size the cost model charges a pipelined `kind` with.

@@ -1,6 +1,7 @@
 // Transports under the algorithms: the conformance suite on the in-process transport, an
 // archetype that offers only what the concept requires, a mock that delays and reorders
 // deliveries, and a memory space whose bytes the CPU cannot read outside its own operations.
+#include "../collective_cases.hpp"
 #include "../transport_conformance.hpp"
 
 #include <catch2/catch.hpp>
@@ -537,9 +538,16 @@ TEST_CASE("a call that fails leaves no request of its own pending", "[transport]
   auto gather_tree = [](weft::communicator<counted>& comm, std::span<const int> in, std::span<int> out) {
     weft::gather(comm, in.first(in.size() / 3), out, /*root=*/0, weft::binomial_tree{});
   };
+  auto alltoall_handshake = [](weft::communicator<counted>& comm, std::span<const int> in, std::span<int> out) {
+    auto settings = comm.settings();
+    settings.handshake_bytes = 1;  // every block waits for its receiver's word
+    comm.set_settings(settings);
+    weft::alltoall(comm, in, out, weft::direct{});
+  };
   const std::vector<std::pair<std::string, std::function<void(weft::communicator<counted>&, std::span<const int>,
                                                                std::span<int>)>>>
       calls{{"direct alltoall", alltoall_direct},
+            {"direct alltoall with the handshake", alltoall_handshake},
             {"pairwise alltoall", alltoall_pairwise},
             {"binomial-tree gather", gather_tree}};
   for (const auto& [name, call] : calls) {
@@ -580,4 +588,47 @@ TEST_CASE("a call that fails leaves no request of its own pending", "[transport]
       CHECK(sink.empty());
     }
   }
+}
+
+// The handshake path of direct's exchanges with everyone (off by default in process): every
+// block of at least handshake_bytes waits for its receiver's zero-byte word. With 4 bytes, int32
+// blocks of one element or more wait and empty ones (count 0, alltoallv's zero blocks) do not,
+// so one call mixes both; the results must be those of every other path.
+TEST_CASE("direct with the handshake on every block gives the same results", "[transport]") {
+  for (int p : {3, 4, 5, 7}) {
+    failures sink;
+    auto settings = test_options(64);
+    settings.handshake_bytes = 4;
+    weft::inproc::run(
+        p,
+        [&](weft::communicator<weft::inproc::transport>& comm) {
+          for (const std::size_t count : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(p + 1),
+                                          std::size_t{1000}}) {
+            allreduce_case<std::int32_t, weft::sum, weft::direct>(comm, sink, count, false, weft::sum{}, false);
+            allreduce_case<std::int32_t, weft::sum, weft::direct>(comm, sink, count, true, weft::sum{}, false);
+            reduce_scatter_case<std::int32_t, weft::direct>(comm, sink, count);
+            allgather_case<std::int32_t, weft::direct>(comm, sink, count, false);
+            allgather_case<std::int32_t, weft::direct>(comm, sink, count, true);
+            allgatherv_case<std::int32_t, weft::direct>(comm, sink, count);
+            alltoall_case<std::int32_t, weft::direct>(comm, sink, count);
+            alltoallv_case<std::int32_t, weft::direct>(comm, sink, count);
+          }
+          if (comm.handshake_bytes() != 4) sink.add("handshake_bytes() is not the option's 4");
+        },
+        settings);
+    INFO("ranks " << p << ": " << sink.summary());
+    CHECK(sink.empty());
+  }
+}
+
+TEST_CASE("the handshake's size: the option, else the transport's row, 0 meaning never", "[transport]") {
+  weft::inproc::run(1, [](weft::communicator<weft::inproc::transport>& comm) {
+    RANK_CHECK(comm.handshake_bytes() == weft::tuning::constants_for("inproc").handshake_bytes);
+    auto settings = comm.settings();
+    settings.handshake_bytes = 0;
+    comm.set_settings(settings);
+    RANK_CHECK(comm.handshake_bytes() == 0);
+  }, test_options());
+  CHECK(weft::tuning::constants_for("tcp").handshake_bytes == std::size_t{64} << 10);
+  CHECK(weft::tuning::constants_for("inproc").handshake_bytes == 0);
 }

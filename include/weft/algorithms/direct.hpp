@@ -13,7 +13,9 @@
 //   alltoall(v)     Every pair exchanges its block, all messages posted at once.
 //   The exchanges with everyone (allreduce, reduce_scatter, allgather, alltoall) post in
 //   a shifted order: rank r's k-th receive is from r-k and its k-th send to r+k (mod p),
-//   so each rank's first message goes to a different peer, not all of them to rank 0.
+//   so each rank's first message goes to a different peer, not all of them to rank 0. On 3
+//   or more ranks a large block (options::handshake_bytes; 64 KiB over TCP) waits for its
+//   receiver's zero-byte word that the receive is posted, as MPI's rendezvous protocol does.
 // Cost per rank (n bytes; per-rank block for the gathering ones)
 //   1 step; allreduce sends (p-1) * n bytes and reduces (p-1) * n. For the cost model the
 //   allreduce counts as p-1 steps: its step is p-1 messages of the whole vector, and each
@@ -204,21 +206,60 @@ struct direct {
   // first message goes to a different peer. In rank order every rank would write to rank 0
   // first and to rank p-1 last, so one receiver takes all the bytes at a time while the others
   // wait; Open MPI's linear alltoall posts in the same shifted order.
+  //
+  // With 3 or more ranks, a block of comm.handshake_bytes() or more (64 KiB over TCP) is sent
+  // only once its receiver has posted the receive and said so with a zero-byte message: a rank
+  // that starts early would otherwise spend the CPUs copying its blocks into the sockets of
+  // ranks that have not started (and those ranks copy them twice, through their early-message
+  // buffers). Each held block goes out as soon as its receiver's word arrives, in whatever
+  // order the words come. Both ends of a pair decide from the same block size, so they agree.
   template <class Comm, class Into, class From, class Meanwhile>
   static void exchange_with_everyone(Comm& comm, Into into, From from, Meanwhile meanwhile) {
     const int p = comm.size();
     const int r = comm.rank();
-    auto operations = comm.requests(2 * static_cast<std::size_t>(p - 1));
-    for (int k = 1; k < p; ++k) {
-      const int source = (r - k + p) % p;
-      const int destination = (r + k) % p;
-      const auto pair = static_cast<std::size_t>(2 * (k - 1));
-      operations[pair] = comm.recv(source, into(source));
-      operations[pair + 1] = comm.send(destination, from(destination));
+    const std::size_t threshold = p > 2 ? comm.handshake_bytes() : 0;
+    auto held = [&](std::size_t bytes) { return threshold > 0 && bytes >= threshold; };
+    const auto others = static_cast<std::size_t>(p - 1);
+    // [0, others): receives; then sends; then the receivers' words; then this rank's words.
+    auto operations = comm.requests(4 * others);
+    auto receive = [&](std::size_t i) -> auto& { return operations[i]; };
+    auto send = [&](std::size_t i) -> auto& { return operations[others + i]; };
+    auto ready_from = [&](std::size_t i) -> auto& { return operations[2 * others + i]; };
+    auto ready_to = [&](std::size_t i) -> auto& { return operations[3 * others + i]; };
+    auto destination = [&](std::size_t i) { return (r + static_cast<int>(i) + 1) % p; };
+    for (std::size_t i = 0; i < others; ++i) {
+      const int source = (r - static_cast<int>(i) - 1 + p) % p;
+      const detail::bytes incoming = into(source);
+      receive(i) = comm.recv(source, incoming);
+      if (held(incoming.size())) ready_to(i) = comm.send(source, detail::const_bytes{}, ready_channel);
+      const detail::const_bytes outgoing = from(destination(i));
+      if (held(outgoing.size())) {
+        ready_from(i) = comm.recv(destination(i), detail::bytes{}, ready_channel);
+      } else {
+        send(i) = comm.send(destination(i), outgoing);
+      }
     }
     meanwhile();
+    if (threshold > 0) {
+      for (;;) {
+        std::size_t waiting = others;  // the first receiver not yet ready
+        for (std::size_t i = 0; i < others; ++i) {
+          const detail::const_bytes outgoing = from(destination(i));
+          if (!held(outgoing.size()) || send(i).active()) continue;  // never held, or sent
+          if (!comm.test(ready_from(i))) {
+            if (waiting == others) waiting = i;
+            continue;
+          }
+          send(i) = comm.send(destination(i), outgoing);
+        }
+        if (waiting == others) break;
+        comm.wait(ready_from(waiting));
+      }
+    }
     comm.wait_each(operations);
   }
+
+  static constexpr int ready_channel = 1;  // the zero-byte "my receive is posted" messages
 
   // out = slot 0 op slot 1 op ... op slot p-1, left to right.
   template <class Comm>

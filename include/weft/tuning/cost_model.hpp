@@ -30,17 +30,21 @@ struct link_constants {
   // Piece size of a pipelined reduction (options::reduce_chunk_bytes when 0 there; 0 here:
   // options::chunk_bytes, the same pieces as the forwarding pipelines).
   std::size_t reduce_chunk_bytes;
+  // direct's exchanges with everyone (on 3 or more ranks) send a block of at least this many
+  // bytes only once its receiver says it has posted the receive (options::handshake_bytes
+  // overrides; 0: never).
+  std::size_t handshake_bytes;
   std::string_view measured; // where the numbers come from
 };
 
 // clang-format off
 inline constexpr std::array<link_constants, 3> constants_table{{
-  {"inproc", 25.0, 1.0 / 2500.0, 1.0 / 4000.0, 0,
+  {"inproc", 25.0, 1.0 / 2500.0, 1.0 / 4000.0, 0, 0,
    "2-core x86-64 VM, 2 thread-ranks, weft-bench --ranks 2 (2026-11-29): 8 B direct "
    "allreduce (one step) 28 us median -> alpha 25 us (condition-variable wake-ups); 64 MiB ring "
    "allgather, each rank copying 32 MiB at once, 13.1 ms -> 2.5 GB/s per rank -> beta; 64 MiB "
    "ring reduce-scatter 13.9 ms with the reduction fused into the copy -> gamma ~ 1/4 GB/s"},
-  {"tcp", 25.0, 1.0 / 2000.0, 1.0 / 4000.0, std::size_t{256} << 10,
+  {"tcp", 25.0, 1.0 / 2000.0, 1.0 / 4000.0, std::size_t{256} << 10, std::size_t{64} << 10,
    "2-core x86-64 VM, 2 processes on loopback, weft-run -n 2 weft-bench --transport tcp (2026-11-29): 8 B "
    "direct allreduce (one exchange) 15-47 us median over runs (spin 50 us, then epoll) -> alpha "
    "25 us; 2 MiB ring allreduce busbw 1.8-2.2 GB/s -> beta 1/2 GB/s (two copies through the "
@@ -49,8 +53,12 @@ inline constexpr std::array<link_constants, 3> constants_table{{
    "4.2-4.6 GB/s at 2 ranks against 1.9-2.2 with 1 MiB (64 KiB 2.7-2.9, 128 KiB 3.2-3.7), at 4 "
    "ranks 1.05-1.15x faster than 1 MiB at every size; a piece a rank reduces and sends on while "
    "the kernel's copy of it is still in cache. The broadcast pipeline keeps 1 MiB: 256 KiB "
-   "pieces made the 4-rank 64 MiB broadcast 0.83 against 1.01 GB/s"},
-  {"default", 20.0, 1.0 / 1000.0, 1.0 / 3000.0, 0,
+   "pieces made the 4-rank 64 MiB broadcast 0.83 against 1.01 GB/s. Handshake from 64 KiB blocks "
+   "(2026-12-01, 4 ranks on 2 cores, alternating launches, alltoall busbw new / old): 1 MiB "
+   "1.09-1.31 (5 of 5), 4 MiB 0.97-1.24 (3 of 5), 16 MiB 1.04-1.17 (5 of 5): ranks that left "
+   "the barrier first no longer spend the cores copying blocks into the sockets of ranks that "
+   "have not left it (a 4 MiB call's spread of starts 2.1-2.5 ms -> 0.7-1.2 ms, --trace)"},
+  {"default", 20.0, 1.0 / 1000.0, 1.0 / 3000.0, 0, 0,
    "conservative guess for transports without their own row: 20 us latency, 1 GB/s"},
 }};
 // clang-format on
