@@ -236,13 +236,9 @@ class communicator {
   // Blocks until `operation` completes; throws errc::timeout after settings().timeout.
   void wait(pending& operation) {
     if (!operation.active()) return;
-    bool done = false;
-    try {
-      done = transport_->wait(*operation.request_, deadline_clock::now() + settings_.timeout);
-    } catch (const error& failure) {
-      tell_others(operation.peer_, strip_prefix(failure.what()));
-      fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
-    }
+    const bool done = ask_transport(operation, [&](request_type& request) {
+      return transport_->wait(request, deadline_clock::now() + settings_.timeout);
+    });
     if (!done) {
       tell_others(operation.peer_, "rank " + std::to_string(rank_) + " timed out waiting for rank " +
                                        std::to_string(operation.peer_) + " (" + where() + ")");
@@ -254,29 +250,16 @@ class communicator {
                "); that rank may not have called " + std::string(to_string(collective_)) +
                ", may have called another collective (WEFT_CHECK=1 detects that), or is stuck");
     }
-    operation.request_.reset();
-    if (operation.combine_ != nullptr) {
-      (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
-      operation.combine_ = nullptr;
-    }
+    complete(operation);
   }
 
   // True once `operation` has completed (it is then done with, as after wait); never blocks.
   bool test(pending& operation) {
     if (!operation.active()) return true;
-    bool done = false;
-    try {
-      done = transport_->test(*operation.request_);
-    } catch (const error& failure) {
-      tell_others(operation.peer_, strip_prefix(failure.what()));
-      fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
+    if (!ask_transport(operation, [&](request_type& request) { return transport_->test(request); })) {
+      return false;
     }
-    if (!done) return false;
-    operation.request_.reset();
-    if (operation.combine_ != nullptr) {
-      (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
-      operation.combine_ = nullptr;
-    }
+    complete(operation);
     return true;
   }
 
@@ -541,6 +524,27 @@ class communicator {
   void tell_others(int peer, const std::string& reason) {
     if constexpr (requires(T& t) { t.abort(0, std::string_view{}); }) {
       transport_->abort(transport_rank(peer), reason);
+    }
+  }
+
+  // Runs the transport's wait or test on `operation`; a transport error fails the communicator
+  // (and tells the other ranks) with this call's context added.
+  template <class Ask>
+  bool ask_transport(pending& operation, Ask&& ask) {
+    try {
+      return ask(*operation.request_);
+    } catch (const error& failure) {
+      tell_others(operation.peer_, strip_prefix(failure.what()));
+      fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
+    }
+  }
+
+  // A completed operation: drop its request, and combine a staged reducing receive.
+  void complete(pending& operation) {
+    operation.request_.reset();
+    if (operation.combine_ != nullptr) {
+      (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
+      operation.combine_ = nullptr;
     }
   }
 

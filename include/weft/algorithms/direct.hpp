@@ -244,13 +244,12 @@ struct direct {
       for (;;) {
         std::size_t waiting = others;  // the first receiver not yet ready
         for (std::size_t i = 0; i < others; ++i) {
-          const detail::const_bytes outgoing = from(destination(i));
-          if (!held(outgoing.size()) || send(i).active()) continue;  // never held, or sent
+          if (send(i).active()) continue;  // posted above (not held), or sent already
           if (!comm.test(ready_from(i))) {
             if (waiting == others) waiting = i;
             continue;
           }
-          send(i) = comm.send(destination(i), outgoing);
+          send(i) = comm.send(destination(i), from(destination(i)));
         }
         if (waiting == others) break;
         comm.wait(ready_from(waiting));
