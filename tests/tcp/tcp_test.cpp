@@ -220,9 +220,17 @@ TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; res
   CHECK(sink.empty());
 }
 
-// The receive buffers two thread-ranks on this host get when each thread may use `cpus` CPUs.
-std::array<int, 2> buffers_with_cpus(int cpus, failures& sink) {
-  std::array<int, 2> seen{0, 0};
+// What two thread-ranks on this host choose when each thread may use `cpus` CPUs: the receive
+// buffer of the connection to the other, and how long a wait for a small (8 B) and a large
+// (1 MiB) message polls before it sleeps.
+struct host_choice {
+  int buffer = 0;
+  std::chrono::microseconds small_spin{-1};
+  std::chrono::microseconds large_spin{-1};
+};
+
+std::array<host_choice, 2> choices_with_cpus(int cpus, failures& sink) {
+  std::array<host_choice, 2> seen{};
   auto limit_cpus = [cpus](int) {
     cpu_set_t mask;
     CPU_ZERO(&mask);
@@ -230,7 +238,9 @@ std::array<int, 2> buffers_with_cpus(int cpus, failures& sink) {
     if (sched_setaffinity(0, sizeof(mask), &mask) != 0) throw std::runtime_error("sched_setaffinity failed");
   };
   two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
-    seen[static_cast<std::size_t>(rank)] = transport.receive_buffer_bytes(1 - rank);
+    seen[static_cast<std::size_t>(rank)] = {transport.receive_buffer_bytes(1 - rank),
+                                            transport.spin_before_sleep(8),
+                                            transport.spin_before_sleep(std::size_t{1} << 20)};
     if (transport.receive_buffer_bytes(rank) != 0) sink.add("a buffer for a connection to itself");
     // Neither says goodbye (which closes the connection) before both have looked.
     int mine = rank, theirs = -1;
@@ -241,22 +251,28 @@ std::array<int, 2> buffers_with_cpus(int cpus, failures& sink) {
   return seen;
 }
 
-TEST_CASE("ranks crowding one host's CPUs get small socket buffers between them", "[tcp]") {
+TEST_CASE("ranks crowding one host's CPUs get small socket buffers and short polls between them", "[tcp]") {
   const weft::tcp::config defaults;
   failures sink;
   // Two ranks on one CPU: crowded. (Linux doubles what is asked; Asio reports it halved back.)
-  for (const int seen : buffers_with_cpus(1, sink)) {
-    INFO("receive buffer " << seen << ", crowded size " << defaults.crowded_socket_buffer_bytes);
-    CHECK((seen == defaults.crowded_socket_buffer_bytes || seen == 2 * defaults.crowded_socket_buffer_bytes));
+  // A wait polls for small_spin for a small message and sleeps after crowded_spin for a large one.
+  for (const host_choice& seen : choices_with_cpus(1, sink)) {
+    INFO("receive buffer " << seen.buffer << ", crowded size " << defaults.crowded_socket_buffer_bytes);
+    CHECK((seen.buffer == defaults.crowded_socket_buffer_bytes ||
+           seen.buffer == 2 * defaults.crowded_socket_buffer_bytes));
+    CHECK(seen.small_spin == defaults.small_spin);
+    CHECK(seen.large_spin == defaults.crowded_spin);
   }
-  // Two ranks on two CPUs: each has a core, the buffers stay large.
+  // Two ranks on two CPUs: each has a core, the buffers stay large and every wait polls for spin.
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
   if (CPU_ISSET(0, &allowed) && CPU_ISSET(1, &allowed)) {
-    for (const int seen : buffers_with_cpus(2, sink)) {
-      INFO("receive buffer " << seen);
-      CHECK(seen > 2 * defaults.crowded_socket_buffer_bytes);
+    for (const host_choice& seen : choices_with_cpus(2, sink)) {
+      INFO("receive buffer " << seen.buffer);
+      CHECK(seen.buffer > 2 * defaults.crowded_socket_buffer_bytes);
+      CHECK(seen.small_spin == defaults.spin);
+      CHECK(seen.large_spin == defaults.spin);
     }
   } else {
     WARN("CPUs 0 and 1 are not both available: the uncrowded half is not checked");
@@ -878,6 +894,9 @@ class environment {
                              "WEFT_STORE_PATH",
                              "WEFT_SECRET",
                              "WEFT_BIND_ADDRESS",
+                             "WEFT_TCP_SPIN_US",
+                             "WEFT_TCP_CROWDED_SPIN_US",
+                             "WEFT_TCP_SMALL_SPIN_US",
                              "OMPI_COMM_WORLD_RANK",
                              "OMPI_COMM_WORLD_SIZE",
                              "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -900,6 +919,28 @@ class environment {
   }
 };
 }  // namespace
+
+TEST_CASE("the TCP settings read their variables; unset ones keep the defaults", "[tcp]") {
+  using std::chrono::microseconds;
+  const weft::tcp::config defaults;
+  CHECK(defaults.spin == microseconds(20000));
+  CHECK(defaults.crowded_spin == microseconds(50));
+  CHECK(defaults.small_spin == microseconds(300));
+  {
+    environment set({{"WEFT_TCP_SPIN_US", "7000"}, {"WEFT_TCP_CROWDED_SPIN_US", "80"}, {"WEFT_TCP_SMALL_SPIN_US", "900"}});
+    const auto read = weft::tcp::config::from_environment();
+    CHECK(read.spin == microseconds(7000));
+    CHECK(read.crowded_spin == microseconds(80));
+    CHECK(read.small_spin == microseconds(900));
+  }
+  {
+    environment set({{"WEFT_TCP_CROWDED_SPIN_US", "0"}});
+    const auto read = weft::tcp::config::from_environment();
+    CHECK(read.spin == defaults.spin);
+    CHECK(read.crowded_spin == microseconds(0));
+    CHECK(read.small_spin == defaults.small_spin);
+  }
+}
 
 TEST_CASE("bootstrap reads every launcher's variables", "[tcp][bootstrap]") {
   {

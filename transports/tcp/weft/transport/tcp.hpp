@@ -91,9 +91,15 @@ struct config {
   // cache; with a core per rank, large buffers let a sender run ahead (docs/performance.md).
   int socket_buffer_bytes = 4 << 20;
   int crowded_socket_buffer_bytes = 1 << 20;
-  std::chrono::microseconds spin{50};  // how long a wait polls (yielding) before it sleeps in epoll
-  // ... and a wait for a message below 64 KiB: its time is latency, and on a host with more
-  // ranks than cores a rank that sleeps pays a wake-up per message (docs/performance.md).
+  // How long a wait polls before it sleeps in epoll. With a core per rank nobody needs the core
+  // a waiting rank holds, and one that sleeps hands every segment of a large message to a
+  // wake-up on the other CPU (docs/performance.md, thirteenth round): it polls for `spin`.
+  std::chrono::microseconds spin{20000};
+  // On a host with more ranks than CPUs the peer may need this core to push its bytes, so a
+  // wait for a message of 64 KiB or more sleeps sooner (crowded_spin), and one for a smaller
+  // message, whose time is all latency and which would pay a wake-up per message, polls for
+  // small_spin (docs/performance.md, seventh round).
+  std::chrono::microseconds crowded_spin{50};
   std::chrono::microseconds small_spin{300};
 
   static config from_environment() {
@@ -115,6 +121,9 @@ struct config {
     }
     if (const char* value = std::getenv("WEFT_TCP_SPIN_US")) {
       result.spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
+    }
+    if (const char* value = std::getenv("WEFT_TCP_CROWDED_SPIN_US")) {
+      result.crowded_spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
     }
     if (const char* value = std::getenv("WEFT_TCP_SMALL_SPIN_US")) {
       result.small_spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
@@ -413,10 +422,8 @@ class engine {
     // at every poll: through the event loop, bytes cost an epoll_wait, the handler and an
     // epoll_ctl to re-arm before the wait sees them (2 ranks: 8 B calls ~20% and 4 MiB ~25%
     // faster this way). The event loop still runs at every poll, for the other connections
-    // and for sends waiting on a full socket. A small message polls longer (small_spin): it is
-    // all latency, and a wake-up from epoll can cost more than the message; a large one's peer
-    // may need this core to push the bytes, so it sleeps sooner.
-    const auto spin = op->size < inbox_bytes ? settings_.small_spin : settings_.spin;
+    // and for sends waiting on a full socket. How long it polls: spin_before_sleep.
+    const auto spin = spin_before_sleep(op->size);
     if (spin.count() > 0 && !finished(op)) {
       const auto spin_until = std::min(deadline, deadline_clock::now() + spin);
       unsigned polls = 0;
@@ -445,6 +452,14 @@ class engine {
       }
     }
     return true;
+  }
+
+  // How long a wait for a message of `bytes` polls before it sleeps: `spin` with a core per
+  // rank; on a crowded host small_spin below 64 KiB (all latency: a wake-up from epoll can cost
+  // more than the message) and crowded_spin from there (the peer may need this core).
+  std::chrono::microseconds spin_before_sleep(std::size_t bytes) const {
+    if (!crowded_) return settings_.spin;
+    return bytes < inbox_bytes ? settings_.small_spin : settings_.crowded_spin;
   }
 
   bool test(operation* op) {
@@ -1334,6 +1349,11 @@ class transport {
   // The receive buffer of the connection to `peer` (SO_RCVBUF as Asio reports it: the size
   // asked for, Linux's doubling undone); 0 for this rank itself.
   int receive_buffer_bytes(int peer) const { return engine_->receive_buffer_bytes(peer); }
+  // How long a wait for a message of `bytes` polls before it sleeps in epoll (config::spin with
+  // a core per rank; on a host with more ranks than CPUs, small_spin or crowded_spin).
+  std::chrono::microseconds spin_before_sleep(std::size_t bytes) const {
+    return engine_->spin_before_sleep(bytes);
+  }
 
  private:
   std::unique_ptr<detail::engine> engine_;
