@@ -220,21 +220,21 @@ TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; res
   CHECK(sink.empty());
 }
 
-// What two thread-ranks on this host choose when each thread may use `cpus` CPUs: the receive
-// buffer of the connection to the other, and how long a wait for a small (8 B) and a large
-// (1 MiB) message polls before it sleeps.
+// What two thread-ranks on this host choose when rank r's thread may run on the CPUs
+// cpus_of[r]: the receive buffer of the connection to the other, and how long a wait for a
+// small (8 B) and a large (1 MiB) message polls before it sleeps.
 struct host_choice {
   int buffer = 0;
   std::chrono::microseconds small_spin{-1};
   std::chrono::microseconds large_spin{-1};
 };
 
-std::array<host_choice, 2> choices_with_cpus(int cpus, failures& sink) {
+std::array<host_choice, 2> choices_with_cpus(const std::array<std::vector<int>, 2>& cpus_of, failures& sink) {
   std::array<host_choice, 2> seen{};
-  auto limit_cpus = [cpus](int) {
+  auto limit_cpus = [&cpus_of](int rank) {
     cpu_set_t mask;
     CPU_ZERO(&mask);
-    for (int cpu = 0; cpu < cpus; ++cpu) CPU_SET(cpu, &mask);
+    for (const int cpu : cpus_of[static_cast<std::size_t>(rank)]) CPU_SET(cpu, &mask);
     if (sched_setaffinity(0, sizeof(mask), &mask) != 0) throw std::runtime_error("sched_setaffinity failed");
   };
   two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
@@ -256,23 +256,28 @@ TEST_CASE("ranks crowding one host's CPUs get small socket buffers and short pol
   failures sink;
   // Two ranks on one CPU: crowded. (Linux doubles what is asked; Asio reports it halved back.)
   // A wait polls for small_spin for a small message and sleeps after crowded_spin for a large one.
-  for (const host_choice& seen : choices_with_cpus(1, sink)) {
+  for (const host_choice& seen : choices_with_cpus({{{0}, {0}}}, sink)) {
     INFO("receive buffer " << seen.buffer << ", crowded size " << defaults.crowded_socket_buffer_bytes);
     CHECK((seen.buffer == defaults.crowded_socket_buffer_bytes ||
            seen.buffer == 2 * defaults.crowded_socket_buffer_bytes));
     CHECK(seen.small_spin == defaults.small_spin);
     CHECK(seen.large_spin == defaults.crowded_spin);
   }
-  // Two ranks on two CPUs: each has a core, the buffers stay large and every wait polls for spin.
+  // Two ranks on two CPUs, both free to use either or each bound to its own (as a launcher
+  // binds ranks to cores: each rank sees one CPU, the two see two): each has a core, the
+  // buffers stay large and every wait polls for spin.
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
   if (CPU_ISSET(0, &allowed) && CPU_ISSET(1, &allowed)) {
-    for (const host_choice& seen : choices_with_cpus(2, sink)) {
-      INFO("receive buffer " << seen.buffer);
-      CHECK(seen.buffer > 2 * defaults.crowded_socket_buffer_bytes);
-      CHECK(seen.small_spin == defaults.spin);
-      CHECK(seen.large_spin == defaults.spin);
+    for (const auto& placement : {std::array<std::vector<int>, 2>{{{0, 1}, {0, 1}}},
+                                  std::array<std::vector<int>, 2>{{{0}, {1}}}}) {
+      for (const host_choice& seen : choices_with_cpus(placement, sink)) {
+        INFO("CPUs of rank 0: " << placement[0].size() << "; receive buffer " << seen.buffer);
+        CHECK(seen.buffer > 2 * defaults.crowded_socket_buffer_bytes);
+        CHECK(seen.small_spin == defaults.spin);
+        CHECK(seen.large_spin == defaults.spin);
+      }
     }
   } else {
     WARN("CPUs 0 and 1 are not both available: the uncrowded half is not checked");

@@ -56,6 +56,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -543,6 +544,9 @@ class engine {
   void start_up(bootstrap::store& meeting) {
     const auto deadline = deadline_clock::now() + settings_.connect_timeout;
     listen(meeting);
+    // The CPUs this rank may run on, before the address: a peer that has the address can read
+    // them (adapt_to_crowding).
+    meeting.set(cpus_key_of(rank_), describe_cpus(own_cpus()));
     meeting.set(key_of(rank_), address_);
     // Accept the higher ranks while connecting to the lower ones.
     accept();
@@ -575,7 +579,7 @@ class engine {
                                      " ms at start-up: no connection from rank(s) " + missing +
                                      " (not started, or cannot reach " + address_ + ")");
     }
-    adapt_to_crowding();
+    adapt_to_crowding(meeting, deadline);
     for (auto& owned : connections_) {
       if (!owned) continue;
       owned->socket.non_blocking(true);
@@ -584,6 +588,7 @@ class engine {
   }
 
   std::string key_of(int peer) const { return settings_.prefix + "/tcp/" + std::to_string(peer); }
+  std::string cpus_key_of(int peer) const { return settings_.prefix + "/cpus/" + std::to_string(peer); }
 
   void listen(bootstrap::store& meeting) {
     std::string host = settings_.bind_address;
@@ -644,24 +649,67 @@ class engine {
     socket.set_option(asio::socket_base::receive_buffer_size(bytes), ignored);
   }
 
-  // Once every connection is up: when this host runs more ranks than this process has CPUs,
-  // the connections between them get the crowded buffer size, and waits yield the core at
-  // every poll.
-  void adapt_to_crowding() {
-    std::vector<tcp::socket*> local;
+  // Once every connection is up: when the ranks on this host outnumber the CPUs they may run on
+  // between them, the connections between them get the crowded buffer size, and waits yield
+  // the core at every poll and sleep sooner (spin_before_sleep). The CPUs are this rank's own
+  // if they suffice; otherwise (ranks bound to cores by a launcher) the union of the local
+  // ranks' sets, which each published at start-up: two ranks bound to two different cores have
+  // one each, two bound to one core share it.
+  void adapt_to_crowding(bootstrap::store& meeting, deadline_clock::time_point deadline) {
+    std::vector<int> local_peers;
     for (auto& owned : connections_) {
-      if (owned && same_host(owned->socket)) local.push_back(&owned->socket);
+      if (owned && same_host(owned->socket)) local_peers.push_back(owned->peer);
     }
-    if (static_cast<int>(local.size()) + 1 <= available_cpus()) return;  // + 1: this rank
+    const int ranks_here = static_cast<int>(local_peers.size()) + 1;  // + 1: this rank
+    cpu_set_t cpus = own_cpus();
+    bool known = true;
+    if (ranks_here > CPU_COUNT(&cpus)) {
+      for (const int peer : local_peers) {
+        const auto theirs = meeting.get(cpus_key_of(peer), deadline);
+        if (!theirs || !read_cpus(*theirs, cpus)) known = false;
+      }
+    }
+    if (known && ranks_here <= CPU_COUNT(&cpus)) return;
     crowded_ = true;
-    for (tcp::socket* socket : local) size_buffers(*socket, settings_.crowded_socket_buffer_bytes);
+    for (const int peer : local_peers) {
+      size_buffers(connections_[static_cast<std::size_t>(peer)]->socket, settings_.crowded_socket_buffer_bytes);
+    }
   }
 
-  static int available_cpus() {
+  // The CPUs this thread may run on (all the machine has, if the system cannot say).
+  static cpu_set_t own_cpus() {
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) return CPU_COUNT(&allowed);
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) return allowed;
+    const unsigned count = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned cpu = 0; cpu < count && cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &allowed);
+    return allowed;
+  }
+
+  // "0,1,5": the CPUs in the set, for the store.
+  static std::string describe_cpus(const cpu_set_t& cpus) {
+    std::string out;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &cpus)) continue;
+      if (!out.empty()) out += ',';
+      out += std::to_string(cpu);
+    }
+    return out;
+  }
+
+  // Adds the CPUs `text` lists (describe_cpus' form) to `into`; false if it is not that form.
+  static bool read_cpus(const std::string& text, cpu_set_t& into) {
+    std::size_t at = 0;
+    while (at < text.size()) {
+      std::size_t end = text.find(',', at);
+      if (end == std::string::npos) end = text.size();
+      int cpu = -1;
+      const auto [last, failure] = std::from_chars(text.data() + at, text.data() + end, cpu);
+      if (failure != std::errc{} || last != text.data() + end || cpu < 0 || cpu >= CPU_SETSIZE) return false;
+      CPU_SET(cpu, &into);
+      at = end + 1;
+    }
+    return !text.empty();
   }
 
   // Whether the connection stays on this host: to a loopback address, or to one of its own.
