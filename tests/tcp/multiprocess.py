@@ -18,6 +18,8 @@ Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the
 cannot run on this machine.
 """
 import glob
+import importlib.machinery
+import importlib.util
 import os
 import re
 import secrets
@@ -41,9 +43,12 @@ def check(condition, what, detail=""):
 
 
 def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port for a job's store, chosen as weft-run chooses its own (tools/weft-run's free_port,
+    loaded from the script main() was given)."""
+    return weft_run_module.free_port()
+
+
+weft_run_module = None
 
 
 def run(command, timeout, env=None):
@@ -322,6 +327,10 @@ def main():
         print(__doc__)
         return 2
     scenario, ranks_program, weft_run = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
+    global weft_run_module
+    loader = importlib.machinery.SourceFileLoader("weft_run", weft_run)
+    weft_run_module = importlib.util.module_from_spec(importlib.util.spec_from_loader("weft_run", loader))
+    loader.exec_module(weft_run_module)
     outcome = None
     if scenario == "weft-run":
         scenario_weft_run(ranks_program, weft_run)
