@@ -102,6 +102,11 @@ def scenario_weft_run(ranks_program, weft_run):
         prefixes = sorted(line.split("]")[0] + "]" for line in lines)
         check(code == 0 and prefixes == ["[%d]" % r for r in range(size)],
               "weft-run -n %d: the collective slice passes on every rank (%.1f s)" % (size, took), output)
+        # Ranks on one host talk under a congestion control that does not pace (cubic, else reno).
+        chosen = [line.rsplit(": ", 1)[1] for line in output.splitlines() if "congestion control to rank" in line]
+        check(len(chosen) == size * (size - 1) and all(name in ("cubic", "reno") for name in chosen),
+              "weft-run -n %d: every connection between the ranks runs cubic or reno (%s)"
+              % (size, ", ".join(sorted(set(chosen)))), output)
 
     code, output, _ = run([sys.executable, weft_run, "-n", "3", "--", "sh", "-c", "echo hello $WEFT_RANK of $WEFT_SIZE"], 60)
     check(code == 0 and all("[%d] hello %d of 3" % (r, r) in output for r in range(3)),
@@ -313,9 +318,16 @@ def scenario_netns(ranks_program):
             env = rank_environment(rank, 2, port, 60000, {"WEFT_STORE": "198.18.0.1:%d" % port})
             processes[rank] = subprocess.Popen([ip, "netns", "exec", namespace, ranks_program, "slice"], env=env,
                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # Each namespace's own default congestion control: a connection to another host keeps it.
+        system = {namespace: subprocess.run([ip, "netns", "exec", namespace, "cat", "/proc/sys/net/ipv4/tcp_congestion_control"],
+                                            stdout=subprocess.PIPE, text=True).stdout.strip() for namespace in (a, b)}
         for rank, (code, output) in collect(processes, timeout=240).items():
             check(code == 0 and "slice ok on 2 ranks" in output,
                   "two network namespaces over a veth pair: rank %d passes the slice" % rank, output)
+            namespace = (a, b)[rank]
+            check(system[namespace] and "congestion control to rank %d: %s\n" % (1 - rank, system[namespace]) in output,
+                  "two network namespaces: rank %d's connection to the other host keeps the system's congestion "
+                  "control (%s)" % (rank, system[namespace]), output)
     finally:
         for namespace in (a, b):
             subprocess.run([ip, "netns", "del", namespace], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -52,6 +52,14 @@ int slice(net::session& job) {
             << " over " << job.endpoint().provider() << " on " << job.endpoint().fabric()
 #endif
             << std::endl;
+#ifndef WEFT_TEST_OFI
+  // Each connection's congestion control, for the two-host run to check.
+  for (int peer = 0; peer < job.comm().size(); ++peer) {
+    if (peer == job.comm().rank()) continue;
+    std::cout << "congestion control to rank " << peer << ": "
+              << job.comm().underlying_transport().congestion_control(peer) << std::endl;
+  }
+#endif
   return 0;
 }
 

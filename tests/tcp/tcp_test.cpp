@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -282,6 +283,48 @@ TEST_CASE("ranks crowding one host's CPUs get small socket buffers and short pol
   } else {
     WARN("CPUs 0 and 1 are not both available: the uncrowded half is not checked");
   }
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+// The congestion control each of two thread-ranks sees on its connection to the other.
+std::array<std::string, 2> congestion_with(const std::string& names, failures& sink) {
+  std::array<std::string, 2> seen;
+  auto settings = test_config();
+  settings.local_congestion = names;
+  two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
+    seen[static_cast<std::size_t>(rank)] = transport.congestion_control(1 - rank);
+    if (!transport.congestion_control(rank).empty()) sink.add("a congestion control for a connection to itself");
+    int mine = rank, theirs = -1;  // neither says goodbye before both have looked
+    auto heard = transport.recv(1 - rank, writable_bytes_of(std::span(&theirs, 1)), 8);
+    auto told = transport.send(1 - rank, bytes_of(std::span(&mine, 1)), 8);
+    if (!wait_for(transport, heard) || !wait_for(transport, told)) sink.add("rank " + std::to_string(rank) + ": no word");
+    if (theirs != 1 - rank) sink.add("rank " + std::to_string(rank) + ": wrong word");
+  }, {}, settings);
+  return seen;
+}
+
+std::string system_congestion() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  in >> name;
+  return name;
+}
+
+TEST_CASE("connections between ranks on one host take the first congestion control the kernel accepts", "[tcp]") {
+  failures sink;
+  const std::string system = system_congestion();
+  REQUIRE(!system.empty());
+  // The default list: cubic, else reno (every user may choose reno).
+  for (const auto& seen : congestion_with(weft::tcp::config{}.local_congestion, sink)) {
+    INFO("system's " << system);
+    CHECK((seen == "cubic" || seen == "reno"));
+  }
+  // Names the kernel does not know are passed over.
+  for (const auto& seen : congestion_with("no-such-algorithm,reno", sink)) CHECK(seen == "reno");
+  // Empty, or nothing accepted: the system's.
+  for (const auto& seen : congestion_with("", sink)) CHECK(seen == system);
+  for (const auto& seen : congestion_with("no-such-algorithm", sink)) CHECK(seen == system);
   INFO(sink.summary());
   CHECK(sink.empty());
 }
@@ -937,6 +980,11 @@ TEST_CASE("the TCP settings read their variables; unset ones keep the defaults",
     CHECK(read.spin == microseconds(7000));
     CHECK(read.crowded_spin == microseconds(80));
     CHECK(read.small_spin == microseconds(900));
+  }
+  CHECK(defaults.local_congestion == "cubic,reno");
+  {
+    environment set({{"WEFT_TCP_LOCAL_CONGESTION", ""}});
+    CHECK(weft::tcp::config::from_environment().local_congestion.empty());
   }
   {
     environment set({{"WEFT_TCP_CROWDED_SPIN_US", "0"}});

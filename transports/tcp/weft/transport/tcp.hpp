@@ -7,7 +7,8 @@
 // publishes host:port in the bootstrap store, connects to every lower rank and accepts every
 // higher one. A connection begins with a hello carrying the protocol version, both ranks, the
 // world size and the job's secret; a connection that says anything else is logged and closed,
-// at start-up and for the rest of the job. TCP_NODELAY, 4 MiB socket buffers.
+// at start-up and for the rest of the job. TCP_NODELAY, 4 MiB socket buffers; connections
+// between ranks on one host use a congestion control that does not pace (config::local_congestion).
 //
 // Frames. A message travels as a 24-byte header (kind, tag, length) and its payload. A receive
 // posted before its message arrives is filled straight from the socket (large payloads are read
@@ -52,7 +53,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -102,6 +106,14 @@ struct config {
   // small_spin (docs/performance.md, seventh round).
   std::chrono::microseconds crowded_spin{50};
   std::chrono::microseconds small_spin{300};
+  // The congestion control of the connections between ranks on one host: the first of these
+  // comma-separated names the kernel accepts (TCP_CONGESTION); empty, or none accepted: the
+  // system's (net.ipv4.tcp_congestion_control). Bytes between them never leave the host, where
+  // a congestion control that paces its sends (BBR, when no fq qdisc paces for it) only holds
+  // them back: 4 ranks on 2 cores under BBR ran allreduce at 0.4-0.6x the busbw they reach under
+  // cubic or reno (docs/performance.md, fourteenth round). Cubic is Linux's default; reno is the
+  // one every user may choose (cubic may be privileged where it is not the default).
+  std::string local_congestion = "cubic,reno";
 
   static config from_environment() {
     config result;
@@ -129,6 +141,7 @@ struct config {
     if (const char* value = std::getenv("WEFT_TCP_SMALL_SPIN_US")) {
       result.small_spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
     }
+    if (const char* value = std::getenv("WEFT_TCP_LOCAL_CONGESTION")) result.local_congestion = value;
     if (const char* value = std::getenv("WEFT_BIND_ADDRESS")) result.bind_address = value;
     if (const char* value = std::getenv("WEFT_SECRET")) result.secret = value;
     return result;
@@ -299,6 +312,10 @@ class engine {
     boost::system::error_code failure;
     c->socket.get_option(size, failure);
     return failure ? 0 : size.value();
+  }
+  std::string congestion_control(int peer) const {
+    const auto& c = connections_.at(static_cast<std::size_t>(peer));
+    return c ? congestion_of(c->socket.native_handle()) : std::string{};
   }
 
   operation* post_send(int peer, std::span<const std::byte> data, tag_t tag) {
@@ -608,6 +625,11 @@ class engine {
     }
     const tcp::endpoint where(ip, 0);
     acceptor_.open(where.protocol(), failure);
+    if (!failure) {
+      system_congestion_ = congestion_of(acceptor_.native_handle());
+      local_congestion_ = choose_congestion(acceptor_.native_handle());
+      if (local_congestion_.empty()) local_congestion_ = system_congestion_;
+    }
     if (!failure && settings_.socket_buffer_bytes > 0)
       acceptor_.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
                            failure);
@@ -673,6 +695,37 @@ class engine {
     crowded_ = true;
     for (const int peer : local_peers) {
       size_buffers(connections_[static_cast<std::size_t>(peer)]->socket, settings_.crowded_socket_buffer_bytes);
+    }
+  }
+
+  // Congestion control. A connection keeps the one it was made under: one that paces (BBR) still
+  // paces after a switch, so every connection starts under config::local_congestion's choice (set
+  // on the listening socket, which accepted ones inherit, and on a connecting one before it
+  // connects), and one that turns out to reach another host goes back to the system's (settle).
+  static std::string congestion_of(int handle) {
+    char name[64] = {};
+    socklen_t length = sizeof(name) - 1;
+    if (::getsockopt(handle, IPPROTO_TCP, TCP_CONGESTION, name, &length) != 0) return {};
+    return std::string(name, ::strnlen(name, length));
+  }
+  static bool set_congestion(int handle, const std::string& name) {
+    return ::setsockopt(handle, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0;
+  }
+  // The first of config::local_congestion's names the kernel takes for this socket (one that is
+  // not built in, not loaded or not allowed to this user is refused); empty if none.
+  std::string choose_congestion(int handle) const {
+    std::string_view names = settings_.local_congestion;
+    while (!names.empty()) {
+      const auto comma = names.find(',');
+      const std::string name(names.substr(0, comma));
+      names = comma == std::string_view::npos ? std::string_view{} : names.substr(comma + 1);
+      if (!name.empty() && set_congestion(handle, name)) return name;
+    }
+    return {};
+  }
+  void settle_congestion(tcp::socket& socket) const {
+    if (local_congestion_ != system_congestion_ && !system_congestion_.empty() && !same_host(socket)) {
+      set_congestion(socket.native_handle(), system_congestion_);
     }
   }
 
@@ -755,12 +808,13 @@ class engine {
                          std::to_string(peer) + " at " + where + ": " + what;
       }
     };
-    asio::async_connect(
-        raw->socket, endpoints,
-        [this, raw, peer, greeting, reply, fail](boost::system::error_code result,
-                                                 const tcp::endpoint&) {
+    auto targets = std::make_shared<std::vector<tcp::endpoint>>(endpoints.begin(), endpoints.end());
+    connect_socket(
+        raw->socket, targets, 0,
+        [this, raw, peer, greeting, reply, fail](boost::system::error_code result) {
           if (result) return fail(result.message());
-          tune(raw->socket);  // after connecting: a ranged connect reopens the socket per attempt
+          tune(raw->socket);
+          settle_congestion(raw->socket);
           asio::async_write(
               raw->socket, asio::buffer(*greeting),
               [this, raw, peer, greeting, reply, fail](boost::system::error_code sent,
@@ -785,6 +839,25 @@ class engine {
                     });
               });
         });
+  }
+
+  // Connects `socket` to the first of `targets` from `next` on that answers, each attempt on a
+  // socket opened here under the local congestion control (see congestion_of).
+  template <class Done>
+  void connect_socket(tcp::socket& socket, std::shared_ptr<std::vector<tcp::endpoint>> targets,
+                      std::size_t next, Done done) {
+    if (next >= targets->size()) return done(asio::error::host_not_found);
+    boost::system::error_code failure;
+    if (socket.is_open()) socket.close(failure);
+    socket.open((*targets)[next].protocol(), failure);
+    if (failure) return done(failure);
+    if (!local_congestion_.empty()) set_congestion(socket.native_handle(), local_congestion_);
+    socket.async_connect((*targets)[next], [this, &socket, targets, next, done](boost::system::error_code result) mutable {
+      if (result && result != asio::error::operation_aborted && next + 1 < targets->size()) {
+        return connect_socket(socket, targets, next + 1, std::move(done));
+      }
+      done(result);
+    });
   }
 
   // Moves a connecting socket that finished its handshake into the connection table.
@@ -886,6 +959,7 @@ class engine {
                 c->peer = static_cast<int>(peer);
                 c->socket = std::move(*socket);
                 tune(c->socket);
+                settle_congestion(c->socket);
                 auto* raw = c.get();
                 connections_[peer] = std::move(c);
                 std::memcpy(state->ack.data(), hello_magic, 8);
@@ -1321,6 +1395,8 @@ class engine {
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
   bool closing_ = false;                  // in the destructor: read and drop, report nothing
   bool crowded_ = false;                  // this host runs more ranks than this process has CPUs
+  std::string system_congestion_;         // a new socket's congestion control (the system's)
+  std::string local_congestion_;          // connections to this host's ranks': choose_congestion
   std::string lost_reason_;
   bootstrap::store_detail::rejection_log rejected_;
   std::vector<std::unique_ptr<operation>> storage_;
@@ -1397,6 +1473,9 @@ class transport {
   // The receive buffer of the connection to `peer` (SO_RCVBUF as Asio reports it: the size
   // asked for, Linux's doubling undone); 0 for this rank itself.
   int receive_buffer_bytes(int peer) const { return engine_->receive_buffer_bytes(peer); }
+  // The congestion control of the connection to `peer` ("cubic", "bbr"; TCP_CONGESTION), empty
+  // for this rank itself: config::local_congestion's choice for a rank on this host.
+  std::string congestion_control(int peer) const { return engine_->congestion_control(peer); }
   // How long a wait for a message of `bytes` polls before it sleeps in epoll (config::spin with
   // a core per rank; on a host with more ranks than CPUs, small_spin or crowded_spin).
   std::chrono::microseconds spin_before_sleep(std::size_t bytes) const {
