@@ -399,7 +399,15 @@ def machine():
             model = next((l.split(":", 1)[1].strip() for l in handle if l.startswith("model name")), "unknown CPU")
     except OSError:
         model = "unknown CPU"
-    return f"{os.cpu_count()} cores ({model}), {os.uname().sysname} {os.uname().release}"
+    # The system's TCP congestion control: Open MPI's and Gloo's connections run under it; weft's
+    # between ranks on one host under config::local_congestion (cubic, else reno).
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as handle:
+            congestion = handle.read().strip()
+    except OSError:
+        congestion = "unknown"
+    return (f"{os.cpu_count()} cores ({model}), {os.uname().sysname} {os.uname().release}, "
+            f"TCP congestion control {congestion}")
 
 
 def svg_plot(table, args, path):

@@ -42,6 +42,15 @@ int slice(net::session& job) {
   failures sink;
   const auto p = static_cast<std::size_t>(job.comm().size());
   const std::vector<std::size_t> counts = {0, 1, p + 1, 1000, 65539};
+#ifndef WEFT_TEST_OFI
+  // Each connection's congestion control, for multiprocess.py to check: before the slice, while
+  // every connection is open (a peer that finishes first closes its own).
+  for (int peer = 0; peer < job.comm().size(); ++peer) {
+    if (peer == job.comm().rank()) continue;
+    std::cout << "congestion control to rank " << peer << ": "
+              << job.comm().underlying_transport().congestion_control(peer) << std::endl;
+  }
+#endif
   collective_slice(job.comm(), sink, counts);
   if (!sink.empty()) {
     std::cout << "slice failed: " << sink.summary() << std::endl;
@@ -52,14 +61,6 @@ int slice(net::session& job) {
             << " over " << job.endpoint().provider() << " on " << job.endpoint().fabric()
 #endif
             << std::endl;
-#ifndef WEFT_TEST_OFI
-  // Each connection's congestion control, for the two-host run to check.
-  for (int peer = 0; peer < job.comm().size(); ++peer) {
-    if (peer == job.comm().rank()) continue;
-    std::cout << "congestion control to rank " << peer << ": "
-              << job.comm().underlying_transport().congestion_control(peer) << std::endl;
-  }
-#endif
   return 0;
 }
 

@@ -45,7 +45,6 @@
 
 #include <utility>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/host_name.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -110,8 +109,8 @@ struct config {
   // comma-separated names the kernel accepts (TCP_CONGESTION); empty, or none accepted: the
   // system's (net.ipv4.tcp_congestion_control). Bytes between them never leave the host, where
   // a congestion control that paces its sends (BBR, when no fq qdisc paces for it) only holds
-  // them back: 4 ranks on 2 cores under BBR ran allreduce at 0.4-0.6x the busbw they reach under
-  // cubic or reno (docs/performance.md, fourteenth round). Cubic is Linux's default; reno is the
+  // them back: 4 ranks on 2 cores under BBR ran allreduce at 0.43-0.64x the busbw they reach
+  // under cubic or reno (docs/performance.md, fourteenth round). Cubic is Linux's default; reno is the
   // one every user may choose (cubic may be privileged where it is not the default).
   std::string local_congestion = "cubic,reno";
 
@@ -842,7 +841,7 @@ class engine {
   }
 
   // Connects `socket` to the first of `targets` from `next` on that answers, each attempt on a
-  // socket opened here under the local congestion control (see congestion_of).
+  // socket opened here and given the local congestion control before it connects.
   template <class Done>
   void connect_socket(tcp::socket& socket, std::shared_ptr<std::vector<tcp::endpoint>> targets,
                       std::size_t next, Done done) {
