@@ -419,8 +419,8 @@ def svg_plot(table, args, path):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{columns * width}" height="{rows * height + 40}" '
            f'font-family="sans-serif" font-size="11">',
            f'<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="10" y="20" font-size="14">busbw (GB/s) vs message size, median of {args.reps} run(s); '
-           f'{machine()}</text>']
+           f'<text x="10" y="18" font-size="14">busbw (GB/s) vs message size, median of {args.reps} run(s)</text>',
+           f'<text x="10" y="34">{machine()}</text>']
     for index, (collective, ranks) in enumerate(panels):
         by_system = table[(ranks, collective)]
         x0 = (index % columns) * width + margin
