@@ -224,6 +224,16 @@ TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; res
 // What two thread-ranks on this host choose when rank r's thread may run on the CPUs
 // cpus_of[r]: the receive buffer of the connection to the other, and how long a wait for a
 // small (8 B) and a large (1 MiB) message polls before it sleeps.
+// Two thread-ranks that looked at their connection tell each other their rank over it, so that
+// neither says goodbye (which closes the connection) before both have looked.
+void exchange_rank(int rank, weft::tcp::transport& transport, failures& sink) {
+  int mine = rank, theirs = -1;
+  auto heard = transport.recv(1 - rank, writable_bytes_of(std::span(&theirs, 1)), 8);
+  auto told = transport.send(1 - rank, bytes_of(std::span(&mine, 1)), 8);
+  if (!wait_for(transport, heard) || !wait_for(transport, told)) sink.add("rank " + std::to_string(rank) + ": no word");
+  if (theirs != 1 - rank) sink.add("rank " + std::to_string(rank) + ": wrong word");
+}
+
 struct host_choice {
   int buffer = 0;
   std::chrono::microseconds small_spin{-1};
@@ -243,11 +253,7 @@ std::array<host_choice, 2> choices_with_cpus(const std::array<std::vector<int>, 
                                             transport.spin_before_sleep(8),
                                             transport.spin_before_sleep(std::size_t{1} << 20)};
     if (transport.receive_buffer_bytes(rank) != 0) sink.add("a buffer for a connection to itself");
-    // Neither says goodbye (which closes the connection) before both have looked.
-    int mine = rank, theirs = -1;
-    auto heard = transport.recv(1 - rank, writable_bytes_of(std::span(&theirs, 1)), 8);
-    auto told = transport.send(1 - rank, bytes_of(std::span(&mine, 1)), 8);
-    if (!wait_for(transport, heard) || !wait_for(transport, told)) sink.add("rank " + std::to_string(rank) + ": no word");
+    exchange_rank(rank, transport, sink);
   }, limit_cpus);
   return seen;
 }
@@ -295,11 +301,7 @@ std::array<std::string, 2> congestion_with(const std::string& names, failures& s
   two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
     seen[static_cast<std::size_t>(rank)] = transport.congestion_control(1 - rank);
     if (!transport.congestion_control(rank).empty()) sink.add("a congestion control for a connection to itself");
-    int mine = rank, theirs = -1;  // neither says goodbye before both have looked
-    auto heard = transport.recv(1 - rank, writable_bytes_of(std::span(&theirs, 1)), 8);
-    auto told = transport.send(1 - rank, bytes_of(std::span(&mine, 1)), 8);
-    if (!wait_for(transport, heard) || !wait_for(transport, told)) sink.add("rank " + std::to_string(rank) + ": no word");
-    if (theirs != 1 - rank) sink.add("rank " + std::to_string(rank) + ": wrong word");
+    exchange_rank(rank, transport, sink);
   }, {}, settings);
   return seen;
 }

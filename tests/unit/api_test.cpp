@@ -3,6 +3,8 @@
 // the 16-bit types and send/recv. (No allocation in the steady state: allocation_test.cpp.)
 #include "../support.hpp"
 
+#include <weft/detail/lists.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -195,6 +197,18 @@ TEST_CASE("a reduction's pieces follow chunk_bytes where the transport measured 
     CHECK(weft::options::from_environment().reduce_chunk_bytes == 65536);
   }
   CHECK(weft::options::from_environment().reduce_chunk_bytes == 0);
+}
+
+TEST_CASE("a settings list gives its items in order and keeps the empty ones", "[api]") {
+  std::string_view list = "allreduce=ring,,cubic";
+  CHECK(weft::detail::next_item(list) == "allreduce=ring");
+  CHECK(list == ",cubic");
+  CHECK(weft::detail::next_item(list).empty());
+  CHECK(weft::detail::next_item(list) == "cubic");
+  CHECK(list.empty());
+  std::string_view one = "reno";
+  CHECK(weft::detail::next_item(one) == "reno");
+  CHECK(one.empty());
 }
 
 TEST_CASE("WEFT_ALGO overrides automatic, and refuses what cannot run", "[api]") {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "weft/communicator.hpp"
+#include "weft/detail/lists.hpp"
 #include "weft/error.hpp"
 #include "weft/tuning/cost_model.hpp"
 
@@ -33,9 +34,7 @@ inline std::string_view algorithm_override(collective kind) {
   if (value == nullptr) return {};
   std::string_view spec(value);
   while (!spec.empty()) {
-    const auto comma = spec.find(',');
-    const std::string_view item = spec.substr(0, comma);
-    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    const std::string_view item = detail::next_item(spec);
     const auto equals = item.find('=');
     if (equals != std::string_view::npos && item.substr(0, equals) == to_string(kind)) {
       return item.substr(equals + 1);

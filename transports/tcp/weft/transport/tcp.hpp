@@ -39,6 +39,7 @@
 #include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/tcp_store.hpp"
 #include "weft/communicator.hpp"
+#include "weft/detail/lists.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
@@ -627,7 +628,6 @@ class engine {
     if (!failure) {
       system_congestion_ = congestion_of(acceptor_.native_handle());
       local_congestion_ = choose_congestion(acceptor_.native_handle());
-      if (local_congestion_.empty()) local_congestion_ = system_congestion_;
     }
     if (!failure && settings_.socket_buffer_bytes > 0)
       acceptor_.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
@@ -715,15 +715,14 @@ class engine {
   std::string choose_congestion(int handle) const {
     std::string_view names = settings_.local_congestion;
     while (!names.empty()) {
-      const auto comma = names.find(',');
-      const std::string name(names.substr(0, comma));
-      names = comma == std::string_view::npos ? std::string_view{} : names.substr(comma + 1);
+      const std::string name(weft::detail::next_item(names));
       if (!name.empty() && set_congestion(handle, name)) return name;
     }
     return {};
   }
   void settle_congestion(tcp::socket& socket) const {
-    if (local_congestion_ != system_congestion_ && !system_congestion_.empty() && !same_host(socket)) {
+    if (!local_congestion_.empty() && local_congestion_ != system_congestion_ && !system_congestion_.empty() &&
+        !same_host(socket)) {
       set_congestion(socket.native_handle(), system_congestion_);
     }
   }
@@ -751,15 +750,13 @@ class engine {
 
   // Adds the CPUs `text` lists (describe_cpus' form) to `into`; false if it is not that form.
   static bool read_cpus(const std::string& text, cpu_set_t& into) {
-    std::size_t at = 0;
-    while (at < text.size()) {
-      std::size_t end = text.find(',', at);
-      if (end == std::string::npos) end = text.size();
+    std::string_view rest = text;
+    while (!rest.empty()) {
+      const std::string_view item = weft::detail::next_item(rest);
       int cpu = -1;
-      const auto [last, failure] = std::from_chars(text.data() + at, text.data() + end, cpu);
-      if (failure != std::errc{} || last != text.data() + end || cpu < 0 || cpu >= CPU_SETSIZE) return false;
+      const auto [last, failure] = std::from_chars(item.data(), item.data() + item.size(), cpu);
+      if (failure != std::errc{} || last != item.data() + item.size() || cpu < 0 || cpu >= CPU_SETSIZE) return false;
       CPU_SET(cpu, &into);
-      at = end + 1;
     }
     return !text.empty();
   }
@@ -1395,7 +1392,7 @@ class engine {
   bool closing_ = false;                  // in the destructor: read and drop, report nothing
   bool crowded_ = false;                  // this host runs more ranks than this process has CPUs
   std::string system_congestion_;         // a new socket's congestion control (the system's)
-  std::string local_congestion_;          // connections to this host's ranks': choose_congestion
+  std::string local_congestion_;          // connections to this host's ranks': choose_congestion (empty: the system's)
   std::string lost_reason_;
   bootstrap::store_detail::rejection_log rejected_;
   std::vector<std::unique_ptr<operation>> storage_;
