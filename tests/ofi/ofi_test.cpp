@@ -10,8 +10,17 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -224,4 +233,111 @@ TEST_CASE("a rank that never comes is a timeout at start-up naming it", "[ofi]")
   CHECK_THROWS_WITH(weft::ofi::transport(0, 2, place.store(), settings),
                     Catch::Contains("waiting for rank 1") && Catch::Contains("timeout"));
   CHECK(std::chrono::steady_clock::now() - start < 4s);
+}
+
+// ---- peer processes on this host: the watch, and the shm provider's regions -------------------
+
+TEST_CASE("a peer's process identity is watchable only on the same host and PID namespace", "[ofi]") {
+  using weft::ofi::detail::watchable_pid;
+  const std::string own = weft::ofi::detail::process_identity();
+  const auto host = own.substr(0, own.rfind('/'));
+  REQUIRE(own.find("//") == std::string::npos);  // this machine has a boot id and a namespace
+  CHECK(watchable_pid(host + "/4242", own) == 4242);
+  CHECK(watchable_pid("another-boot/" + host.substr(host.find('/') + 1) + "/4242", own) == 0);
+  CHECK(watchable_pid(host + "/not-a-pid", own) == 0);
+  CHECK(watchable_pid("4242", own) == 0);
+  CHECK(watchable_pid(host + "/4242", "//17") == 0);  // this process cannot say where it is
+}
+
+TEST_CASE("a watched peer process that ends is seen at once and handed to the handler", "[ofi]") {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  std::atomic<int> seen_rank{-1};
+  std::atomic<pid_t> seen_pid{0};
+  weft::ofi::detail::call_tracker calls;
+  weft::ofi::detail::peer_watch watch(
+      3, {{2, child}},
+      [&](int rank, pid_t pid) {
+        seen_pid = pid;
+        seen_rank = rank;
+      },
+      calls, "rank 0", 30s);
+  REQUIRE(watch.watched() == 1);
+  CHECK(watch.pid_of(2) == child);
+  CHECK(watch.pid_of(1) == 0);
+  std::this_thread::sleep_for(50ms);
+  CHECK_FALSE(watch.gone(2));
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(child, SIGKILL);
+  while (!watch.gone(2) && std::chrono::steady_clock::now() - killed < 5s)
+    std::this_thread::sleep_for(1ms);
+  CHECK(watch.gone(2));
+  CHECK(std::chrono::steady_clock::now() - killed < 1s);
+  while (seen_rank.load() < 0 && std::chrono::steady_clock::now() - killed < 5s)
+    std::this_thread::sleep_for(1ms);
+  CHECK(seen_rank == 2);
+  CHECK(seen_pid == child);
+  CHECK_FALSE(watch.gone(1));
+  CHECK(watch.any_gone());
+  ::waitpid(child, nullptr, 0);
+  watch.stop();
+}
+
+TEST_CASE("only names the shm provider made lead to a region file", "[ofi]") {
+  using weft::ofi::detail::shm_region_path;
+  CHECK(shm_region_path(std::string("fi_shm://4583:0:0\0", 18)) == "/dev/shm/4583:0:0");
+  CHECK(shm_region_path("fi_shm://4583:0:1") == "/dev/shm/4583:0:1");
+  CHECK(shm_region_path("fi_shm://../etc/passwd").empty());
+  CHECK(shm_region_path("fi_shm://..").empty());
+  CHECK(shm_region_path("fi_shm://").empty());
+  CHECK(shm_region_path("fi_sockaddr_in://127.0.0.1:4000").empty());
+}
+
+// A region laid out as libfabric 1.17's shm provider lays it out (version 4, the owner's pid at
+// offset 4, a process-shared spin lock at offset 24), its lock held as by a process that died.
+TEST_CASE("a dead peer's region is replaced by a copy with its lock released, and removed",
+          "[ofi]") {
+  using layout = weft::ofi::detail::shm_region_layout;
+  const std::string region = "weft-test-region-" + std::to_string(::getpid());
+  const std::string path = "/dev/shm/" + region;
+  const pid_t owner = 31337;
+  const std::size_t length = 1 << 16;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, static_cast<off_t>(length)) == 0);
+  void* mapped = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  REQUIRE(mapped != MAP_FAILED);
+  auto* bytes = static_cast<std::byte*>(mapped);
+  auto* lock = reinterpret_cast<pthread_spinlock_t*>(bytes + layout::lock_offset);
+
+  SECTION("a region of the known layout") {
+    bytes[0] = std::byte{layout::version};
+    std::memcpy(bytes + layout::pid_offset, &owner, sizeof owner);
+    bytes[4096] = std::byte{0x5a};  // the queues and the rest are kept as they were
+    REQUIRE(pthread_spin_init(lock, PTHREAD_PROCESS_SHARED) == 0);
+    REQUIRE(pthread_spin_lock(lock) == 0);
+    REQUIRE(pthread_spin_trylock(lock) != 0);
+
+    CHECK(weft::ofi::detail::retire_shm_region("fi_shm://" + region, owner) == 1);
+    CHECK(pthread_spin_trylock(lock) == 0);
+    CHECK(bytes[4096] == std::byte{0x5a});
+    CHECK(std::to_integer<int>(bytes[0]) == layout::version);
+  }
+  SECTION("a region of another layout, or of another owner, is left as it is") {
+    bytes[0] = std::byte{layout::version};
+    const pid_t someone_else = owner + 1;
+    std::memcpy(bytes + layout::pid_offset, &someone_else, sizeof someone_else);
+    REQUIRE(pthread_spin_init(lock, PTHREAD_PROCESS_SHARED) == 0);
+    REQUIRE(pthread_spin_lock(lock) == 0);
+    CHECK(weft::ofi::detail::retire_shm_region("fi_shm://" + region, owner) == 0);
+    CHECK(pthread_spin_trylock(lock) != 0);
+  }
+  CHECK_FALSE(std::filesystem::exists(path));  // removed either way: its owner is gone
+  ::munmap(mapped, length);
+  std::filesystem::remove(path);
 }

@@ -6,6 +6,9 @@
 //                    others must get peer_lost naming V, be refused on their next call, and
 //                    build a new world without V over the same store
 //   close V          rank V closes its transport mid-job and stays alive; the others as above
+//   flood V          as kill, but the others send V 32 MiB messages while it receives them, so
+//                    that it dies in the middle of copying one (on libfabric's shm provider,
+//                    holding the lock of its shared region)
 //
 // Built twice: tcp_ranks over the TCP transport, ofi_ranks (WEFT_TEST_OFI) over libfabric,
 // where a death may surface as a timeout instead of peer_lost.
@@ -64,18 +67,24 @@ int slice(net::session& job) {
   return 0;
 }
 
+constexpr std::size_t flood_floats = std::size_t{8} << 20;  // 32 MiB messages
+
 // Ranks other than the victim: the error, the refusal, and a new world without the victim.
-int survive(net::session& job, int victim, const std::string& expected) {
+int survive(net::session& job, int victim, const std::string& expected, bool flood) {
   auto& comm = job.comm();
   const int rank = comm.rank();
   const int p = comm.size();
-  std::vector<float> data(1 << 18);
+  std::vector<float> data(flood ? flood_floats : std::size_t{1} << 18);
   long long caught_at = 0;
   std::string message;
   try {
     for (int round = 0; round < 100000; ++round) {
       std::fill(data.begin(), data.end(), 1.0f);
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+      if (flood) {
+        weft::send(comm, std::span<float>(data), victim);
+      } else {
+        weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+      }
     }
     std::cout << "never saw rank " << victim << " fail" << std::endl;
     return 1;
@@ -135,7 +144,7 @@ int survive(net::session& job, int victim, const std::string& expected) {
   return 0;
 }
 
-int failing(net::session& job, int victim, bool kill) {
+int failing(net::session& job, int victim, bool kill, bool flood = false) {
   const int rank = job.comm().rank();
   if (victim <= 0 || victim >= job.comm().size()) {
     std::cout << "the victim must be a rank other than 0 (rank 0 serves the store)" << std::endl;
@@ -144,16 +153,25 @@ int failing(net::session& job, int victim, bool kill) {
   if (rank != victim) {
     return survive(job, victim,
                    kill ? "rank " + std::to_string(victim)
-                        : "rank " + std::to_string(victim) + " closed its transport");
+                        : "rank " + std::to_string(victim) + " closed its transport",
+                   flood);
   }
-  std::vector<float> data(1 << 18);
-  if (kill) {  // the victim dies in the middle of a stream of allreduces
+  std::vector<float> data(flood ? flood_floats : std::size_t{1} << 18);
+  if (kill) {  // the victim dies in the middle of a stream of allreduces, or of receives
     std::thread trigger([&job] {
       std::this_thread::sleep_for(300ms);
       job.meeting()->set("test/event-at", std::to_string(now_us()));
       std::raise(SIGKILL);
     });
-    while (true) weft::allreduce(job.comm(), std::span<float>(data), weft::sum{}, weft::ring{});
+    while (true) {
+      if (!flood) {
+        weft::allreduce(job.comm(), std::span<float>(data), weft::sum{}, weft::ring{});
+        continue;
+      }
+      for (int peer = 0; peer < job.comm().size(); ++peer) {
+        if (peer != rank) weft::recv(job.comm(), std::span<float>(data), peer);
+      }
+    }
   }
   // Closing: a few rounds, then give up the transport mid-stream and stay alive.
   for (int round = 0; round < 3; ++round)
@@ -173,7 +191,8 @@ int main(int argc, char** argv) {
     if (scenario == "slice") return slice(job);
     if (scenario == "kill" && argc > 2) return failing(job, std::stoi(argv[2]), true);
     if (scenario == "close" && argc > 2) return failing(job, std::stoi(argv[2]), false);
-    std::cerr << "usage: tcp_ranks slice | kill RANK | close RANK" << std::endl;
+    if (scenario == "flood" && argc > 2) return failing(job, std::stoi(argv[2]), true, true);
+    std::cerr << "usage: tcp_ranks slice | kill RANK | close RANK | flood RANK" << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -17,7 +17,9 @@
 // retried as the completion queue drains, so per-tag order never changes.
 //
 // Failure. Every fabric error becomes weft::error with the provider, fi_strerror's text, the
-// provider's own detail, this rank and the peer; connection errors are peer_lost. A peer that
+// provider's own detail, this rank and the peer; connection errors are peer_lost. A peer process
+// on this host is watched (ofi/peer_watch.hpp): when it ends, every wait on it ends with
+// peer_lost naming it, at once, and nothing more is posted to it. A peer on another host that
 // dies without an error on this side (connectionless fabrics cannot tell dead from slow) ends
 // every wait on it with the communicator's timeout.
 #pragma once
@@ -29,6 +31,8 @@
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
+#include "weft/transport/ofi/peer_watch.hpp"
+#include "weft/transport/ofi/shm_region.hpp"
 
 #if __has_include(<boost/asio/io_context.hpp>)
 #include "weft/bootstrap/tcp_store.hpp"
@@ -284,6 +288,11 @@ class transport {
     bool peer_failed = false;   // an operation failed or the communicator gave up on a peer
     bool broken = false;  // the endpoint was closed to take back a buffer: nothing works anymore
     std::string broken_reason;
+    std::vector<std::string> peer_names;  // each rank's endpoint name, as published
+    detail::call_tracker calls;           // calls into the provider, for the watcher
+    std::unique_ptr<detail::peer_watch> watch;  // peer processes on this host
+    // How long a call into the provider may stay stuck after a peer died before the process ends.
+    static constexpr std::chrono::seconds stuck_limit{30};
 
     fabric_state() = default;
     fabric_state(const fabric_state&) = delete;
@@ -292,13 +301,16 @@ class transport {
     ~fabric_state() {
       try {
         farewell();
+        // Give the fabric a moment to finish what it still holds (orphaned sends).
+        const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
+        while (ep != nullptr && in_flight > 0 && deadline_clock::now() < limit) {
+          progress();
+        }
       } catch (...) {  // closing goes on whatever the fabric says
       }
-      // Give the fabric a moment to finish what it still holds (orphaned sends).
-      const auto limit = deadline_clock::now() + std::chrono::milliseconds(200);
-      while (ep != nullptr && in_flight > 0 && deadline_clock::now() < limit) {
-        progress();
-      }
+      if (watch) watch->stop();
+      // Closing unmaps peers' regions: not while a watcher of this process replaces one.
+      std::lock_guard closing(detail::mapping_lock());
       if (ep != nullptr) fi_close(&ep->fid);
       for (auto& [begin, entry] : registrations) fi_close(&entry->mr->fid);
       if (av != nullptr) fi_close(&av->fid);
@@ -448,8 +460,12 @@ class transport {
     void meet(bootstrap::store& meeting) {
       const auto deadline = deadline_clock::now() + settings.connect_timeout;
       const std::string key = settings.prefix + "/ofi/";
-      meeting.set(key + std::to_string(rank), provider_name() + "|" + to_hex(endpoint_name()));
+      const std::string own_process = detail::process_identity();
+      meeting.set(key + std::to_string(rank),
+                  provider_name() + "|" + to_hex(endpoint_name()) + "|" + own_process);
       addresses.assign(static_cast<std::size_t>(size), FI_ADDR_UNSPEC);
+      peer_names.assign(static_cast<std::size_t>(size), std::string());
+      std::vector<detail::peer_watch::peer> neighbours;
       for (int peer = 0; peer < size; ++peer) {
         const auto value = meeting.get(key + std::to_string(peer), deadline);
         if (!value) {
@@ -468,8 +484,17 @@ class transport {
                           std::to_string(peer) + " runs '" + their_provider +
                           "': set the same WEFT_OFI_PROVIDER on every rank");
         }
+        // "provider|name in hex|process identity"
+        const auto name_end = value->find('|', bar + 1);
+        const std::string name = from_hex(std::string_view(*value).substr(
+            bar + 1, name_end == std::string::npos ? std::string::npos : name_end - bar - 1));
+        if (name_end != std::string::npos && peer != rank) {
+          // Ranks that are threads of this process need no watching.
+          const pid_t pid = detail::watchable_pid(value->substr(name_end + 1), own_process);
+          if (pid > 0 && pid != ::getpid()) neighbours.push_back({peer, pid});
+        }
+        peer_names[static_cast<std::size_t>(peer)] = name;
         // One at a time: names may differ in length (shm's are strings).
-        const std::string name = from_hex(std::string_view(*value).substr(bar + 1));
         if (fi_av_insert(av, name.data(), 1, &addresses[static_cast<std::size_t>(peer)], 0,
                          nullptr) != 1) {
           throw error(errc::transport, who() + ": fi_av_insert of rank " + std::to_string(peer) +
@@ -478,6 +503,24 @@ class transport {
         }
       }
       ready = true;
+      if (!neighbours.empty()) {
+        const bool shared_regions = provider_name() == "shm";
+        watch = std::make_unique<detail::peer_watch>(
+            size, neighbours,
+            [this, shared_regions](int peer, pid_t pid) {
+              if (shared_regions)
+                detail::retire_shm_region(peer_names[static_cast<std::size_t>(peer)], pid);
+            },
+            calls, who(), stuck_limit);
+      }
+    }
+
+    bool peer_gone(int peer) const { return watch && watch->gone(peer); }
+
+    std::string gone_message(const detail::operation* op) const {
+      return who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
+             std::to_string(op->peer) + ": its process (pid " +
+             std::to_string(watch->pid_of(op->peer)) + " on this host) has ended";
     }
 
     // ---- memory registration ---------------------------------------------------------------
@@ -595,6 +638,10 @@ class transport {
         fail(op, errc::transport, broken_reason);
         return op;
       }
+      if (peer_gone(peer)) {
+        fail(op, errc::peer_lost, gone_message(op));
+        return op;
+      }
       op->memory = registered(data, size);
       const std::size_t count = size == 0 ? 1 : (size + max_message - 1) / max_message;
       op->pieces.resize(count);
@@ -644,7 +691,20 @@ class transport {
       while (!backlog.empty()) {
         detail::piece* p = backlog.front();
         detail::operation* op = p->owner;
+        if (peer_gone(op->peer)) {  // its pieces still queued never reach the fabric
+          for (auto& queued : op->pieces) {
+            if (!queued.posted) ++op->completed;
+          }
+          drop_queued_pieces(op);
+          fail(op, errc::peer_lost, gone_message(op));
+          if (op->completed == op->pieces.size()) {
+            --in_flight;
+            if (op->orphan) release(op);
+          }
+          continue;
+        }
         void* desc = op->memory != nullptr ? fi_mr_desc(op->memory->mr) : nullptr;
+        detail::provider_call call(calls);
         ssize_t code;
         if (op->is_send) {
           code = fi_tsend(ep, p->data, p->size, desc, addresses[static_cast<std::size_t>(op->peer)],
@@ -690,6 +750,7 @@ class transport {
       if (ep == nullptr) return false;
       fi_cq_tagged_entry entries[16];
       bool any = false;
+      detail::provider_call call(calls);
       while (true) {
         const ssize_t count = fi_cq_read(cq, entries, 16);
         if (count == -FI_EAGAIN) break;
@@ -748,8 +809,13 @@ class transport {
       complete(p, nullptr);
     }
 
-    // True once done; throws when the operation cannot finish.
+    // True once done; throws when the operation cannot finish (a peer process that has ended
+    // cannot finish it: what it delivered before was read by the progress before this call).
     bool finished(detail::operation* op) {
+      if (op->state == detail::status::posted && peer_gone(op->peer)) {
+        progress();
+        if (op->state == detail::status::posted) fail(op, errc::peer_lost, gone_message(op));
+      }
       if (op->state == detail::status::done) return true;
       if (op->state == detail::status::failed) throw error(op->code, op->failure);
       return false;
@@ -808,7 +874,10 @@ class transport {
         return;
       }
       for (auto& p : op->pieces) {
-        if (p.posted) fi_cancel(&ep->fid, &p.context);
+        if (p.posted) {
+          detail::provider_call call(calls);
+          fi_cancel(&ep->fid, &p.context);
+        }
       }
       op->orphan = true;
       // A receive's cancellation usually completes at once; a send is not waited for.
@@ -835,7 +904,10 @@ class transport {
                       "'s fabric endpoint was closed to take back the buffer of an abandoned "
                       "receive that provider '" +
                       provider_name() + "' would not cancel; build a new transport";
-      fi_close(&ep->fid);
+      {
+        std::lock_guard closing(detail::mapping_lock());
+        fi_close(&ep->fid);
+      }
       ep = nullptr;
       for (auto& owned : storage) {
         if (owned->state == detail::status::posted)
