@@ -88,73 +88,50 @@ call_signature signature(collective kind, std::string_view op, std::size_t count
 
 // One call description per collective: what the facade checked, type-erased to bytes.
 // `supported` tells whether an algorithm implements it; `run` calls the algorithm.
-template <bool Commutative>
-struct allreduce_call {
-  static constexpr collective kind = collective::allreduce;
+
+// The three reductions share one shape: bytes in, bytes out, the reducer, and reduce's root.
+template <collective Kind, bool Commutative>
+struct reduction_call {
+  static_assert(Kind == collective::allreduce || Kind == collective::reduce_scatter ||
+                Kind == collective::reduce);
+  static constexpr collective kind = Kind;
   static constexpr bool commutative = Commutative;
   const_bytes in;
   bytes out;
   const reducer* combine;
-  call_signature (*describe)(std::size_t, std::string_view);
-
-  template <class A, class Comm>
-  static constexpr bool supported = requires(Comm& c, const_bytes i, bytes o, const reducer& f) {
-    A::allreduce(c, i, o, f);
-  };
-  template <class A, class Comm>
-  void run(Comm& comm) const { A::allreduce(comm, in, out, *combine); }
-  std::size_t message_bytes() const { return out.size(); }
-  template <class Comm>
-  void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(out.size() / combine->element_size(), algorithm));
-  }
-};
-
-template <bool Commutative>
-struct reduce_scatter_call {
-  static constexpr collective kind = collective::reduce_scatter;
-  static constexpr bool commutative = Commutative;
-  const_bytes in;
-  bytes out;
-  const reducer* combine;
-  call_signature (*describe)(std::size_t, std::string_view);
-
-  template <class A, class Comm>
-  static constexpr bool supported = requires(Comm& c, const_bytes i, bytes o, const reducer& f) {
-    A::reduce_scatter(c, i, o, f);
-  };
-  template <class A, class Comm>
-  void run(Comm& comm) const { A::reduce_scatter(comm, in, out, *combine); }
-  std::size_t message_bytes() const { return out.size(); }
-  template <class Comm>
-  void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(out.size() / combine->element_size(), algorithm));
-  }
-};
-
-template <bool Commutative>
-struct reduce_call {
-  static constexpr collective kind = collective::reduce;
-  static constexpr bool commutative = Commutative;
-  const_bytes in;
-  bytes out;
-  const reducer* combine;
-  int root;
+  int root;  // reduce's; -1 for the others
   call_signature (*describe)(std::size_t, std::string_view, int);
 
   template <class A, class Comm>
   static constexpr bool supported =
-      requires(Comm& c, const_bytes i, bytes o, const reducer& f, int root) {
-        A::reduce(c, i, o, f, root);
-      };
+      (Kind == collective::allreduce &&
+       requires(Comm& c, const_bytes i, bytes o, const reducer& f) { A::allreduce(c, i, o, f); }) ||
+      (Kind == collective::reduce_scatter &&
+       requires(Comm& c, const_bytes i, bytes o, const reducer& f) {
+         A::reduce_scatter(c, i, o, f);
+       }) ||
+      (Kind == collective::reduce &&
+       requires(Comm& c, const_bytes i, bytes o, const reducer& f, int r) {
+         A::reduce(c, i, o, f, r);
+       });
   template <class A, class Comm>
-  void run(Comm& comm) const { A::reduce(comm, in, out, *combine, root); }
-  std::size_t message_bytes() const { return in.size(); }
+  void run(Comm& comm) const {
+    if constexpr (Kind == collective::allreduce) A::allreduce(comm, in, out, *combine);
+    else if constexpr (Kind == collective::reduce_scatter) A::reduce_scatter(comm, in, out, *combine);
+    else A::reduce(comm, in, out, *combine, root);
+  }
+  // reduce's output is the root's alone, so its size is its input's; the others' is the output.
+  std::size_t message_bytes() const { return Kind == collective::reduce ? in.size() : out.size(); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(in.size() / combine->element_size(), algorithm, root));
+    comm.check_call(describe(message_bytes() / combine->element_size(), algorithm, root));
   }
 };
+
+template <class T, class Op, collective Kind>
+call_signature describe_reduction(std::size_t count, std::string_view algorithm, int root) {
+  return signature<T>(Kind, op_name<Op>(), count, root, algorithm);
+}
 
 // The data-movement collectives share one shape: bytes in, bytes out, maybe a root.
 struct movement_call_base {
@@ -409,7 +386,7 @@ template <transport Transport, element T, class Op = sum, class Algorithm = auto
 report allreduce(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> in,
                  std::span<T> out, Op op = {}, Algorithm = {}) {
   WEFT_REDUCTION_CHECKS("allreduce");
-  using call = detail::allreduce_call<is_commutative_v<Op>>;
+  using call = detail::reduction_call<collective::allreduce, is_commutative_v<Op>>;
   static_assert(detail::implements_v<Algorithm, call, communicator<Transport>>,
                 "weft::allreduce: this algorithm does not implement allreduce; use weft::ring, "
                 "weft::double_binary_tree, weft::recursive_doubling, weft::recursive_halving, "
@@ -418,11 +395,8 @@ report allreduce(communicator<Transport>& comm, std::type_identity_t<std::span<c
   detail::check_overlap(comm, collective::allreduce, std::as_bytes(in), std::as_bytes(out),
                         std::as_bytes(std::span<const T>(out)));
   const detail::reducer combine(comm.memory(), op, std::type_identity<T>{});
-  const call description{std::as_bytes(in), std::as_writable_bytes(out), &combine,
-                         [](std::size_t count, std::string_view algorithm) {
-                           return detail::signature<T>(collective::allreduce, op_name<Op>(), count,
-                                                       -1, algorithm);
-                         }};
+  const call description{std::as_bytes(in), std::as_writable_bytes(out), &combine, -1,
+                         &detail::describe_reduction<T, Op, collective::allreduce>};
   const report result = detail::execute<Algorithm>(comm, description);
   detail::finalize_result(comm, op, out);
   return result;
@@ -441,7 +415,7 @@ template <transport Transport, element T, class Op = sum, class Algorithm = auto
 report reduce_scatter(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> all,
                       std::span<T> mine, Op op = {}, Algorithm = {}) {
   WEFT_REDUCTION_CHECKS("reduce_scatter");
-  using call = detail::reduce_scatter_call<is_commutative_v<Op>>;
+  using call = detail::reduction_call<collective::reduce_scatter, is_commutative_v<Op>>;
   static_assert(detail::implements_v<Algorithm, call, communicator<Transport>>,
                 "weft::reduce_scatter: this algorithm does not implement reduce_scatter; use "
                 "weft::ring, weft::recursive_halving, weft::direct or weft::automatic");
@@ -449,11 +423,8 @@ report reduce_scatter(communicator<Transport>& comm, std::type_identity_t<std::s
                      mine.size() * static_cast<std::size_t>(comm.size()));
   detail::check_overlap(comm, collective::reduce_scatter, std::as_bytes(all), std::as_bytes(mine));
   const detail::reducer combine(comm.memory(), op, std::type_identity<T>{});
-  const call description{std::as_bytes(all), std::as_writable_bytes(mine), &combine,
-                         [](std::size_t count, std::string_view algorithm) {
-                           return detail::signature<T>(collective::reduce_scatter, op_name<Op>(),
-                                                       count, -1, algorithm);
-                         }};
+  const call description{std::as_bytes(all), std::as_writable_bytes(mine), &combine, -1,
+                         &detail::describe_reduction<T, Op, collective::reduce_scatter>};
   const report result = detail::execute<Algorithm>(comm, description);
   detail::finalize_result(comm, op, mine);
   return result;
@@ -466,7 +437,7 @@ template <transport Transport, element T, class Op = sum, class Algorithm = auto
 report reduce(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> in,
               std::span<T> out, Op op, int root, Algorithm = {}) {
   WEFT_REDUCTION_CHECKS("reduce");
-  using call = detail::reduce_call<is_commutative_v<Op>>;
+  using call = detail::reduction_call<collective::reduce, is_commutative_v<Op>>;
   static_assert(detail::implements_v<Algorithm, call, communicator<Transport>>,
                 "weft::reduce: this algorithm does not implement reduce; use weft::binomial_tree, "
                 "weft::direct or weft::automatic");
@@ -478,10 +449,7 @@ report reduce(communicator<Transport>& comm, std::type_identity_t<std::span<cons
   }
   const detail::reducer combine(comm.memory(), op, std::type_identity<T>{});
   const call description{std::as_bytes(in), std::as_writable_bytes(out), &combine, root,
-                         [](std::size_t count, std::string_view algorithm, int at) {
-                           return detail::signature<T>(collective::reduce, op_name<Op>(), count, at,
-                                                       algorithm);
-                         }};
+                         &detail::describe_reduction<T, Op, collective::reduce>};
   const report result = detail::execute<Algorithm>(comm, description);
   if (comm.rank() == root) detail::finalize_result(comm, op, out);
   return result;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "weft/detail/bytes.hpp"
+#include "weft/detail/env.hpp"
 #include "weft/error.hpp"
 #include "weft/transport.hpp"
 #include "weft/tuning/cost_model.hpp"
@@ -75,26 +76,22 @@ struct options {
   bool check = false;
 
   // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
-  // WEFT_HANDSHAKE_BYTES and WEFT_CHECK=1.
+  // WEFT_HANDSHAKE_BYTES and WEFT_CHECK (docs/tuning.md); a value that cannot be read is refused.
   static options from_environment() {
+    namespace env = detail::env;
     options result;
-    if (const char* value = std::getenv("WEFT_TIMEOUT_MS"); value && *value) {
-      result.timeout = std::chrono::milliseconds(std::strtoll(value, nullptr, 10));
-    }
-    if (const char* value = std::getenv("WEFT_CHUNK_BYTES"); value && *value) {
-      result.chunk_bytes = std::max<std::size_t>(1, std::strtoull(value, nullptr, 10));
-    }
-    if (const char* value = std::getenv("WEFT_REDUCE_CHUNK_BYTES"); value && *value) {
-      result.reduce_chunk_bytes = std::strtoull(value, nullptr, 10);
-    }
-    if (const char* value = std::getenv("WEFT_HANDSHAKE_BYTES"); value && *value) {
-      result.handshake_bytes = std::strtoull(value, nullptr, 10);
-    }
-    if (const char* value = std::getenv("WEFT_CHECK"); value && *value && *value != '0') {
-      result.check = true;
-    }
+    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.timeout = *value;
+    if (const auto value = env::bytes("WEFT_CHUNK_BYTES", largest_piece))
+      result.chunk_bytes = std::max<std::size_t>(1, static_cast<std::size_t>(*value));
+    if (const auto value = env::bytes("WEFT_REDUCE_CHUNK_BYTES", largest_piece))
+      result.reduce_chunk_bytes = static_cast<std::size_t>(*value);
+    if (const auto value = env::bytes("WEFT_HANDSHAKE_BYTES", SIZE_MAX))
+      result.handshake_bytes = static_cast<std::size_t>(*value);
+    if (const auto value = env::flag("WEFT_CHECK")) result.check = *value;
     return result;
   }
+  // The largest piece size the environment may ask for (1 TiB).
+  static constexpr std::uint64_t largest_piece = std::uint64_t{1} << 40;
 };
 
 // What one collective call did on this rank.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Multi-process tests of the TCP transport: real processes, real sockets, bounded in time.
+"""Multi-process tests of a transport: real processes, real sockets and shared memory, bounded in
+time. RANKS_PROGRAM is the transport's build of ranks.hpp (tcp_ranks, ofi_ranks).
 
-    multiprocess.py SCENARIO TCP_RANKS WEFT_RUN
+    multiprocess.py SCENARIO RANKS_PROGRAM WEFT_RUN
 
 weft-run   the collective slice on 2, 3 and 4 processes under weft-run, and weft-run's own
            behaviour: rank prefixes, a failing rank, a killed rank, --timeout, --bind-to

@@ -1,8 +1,9 @@
 // The libfabric transport in one process: each rank is a thread with its own endpoint, meeting
 // through a file store in a fresh directory. Every provider this libfabric has that offers
 // reliable tagged messages runs the conformance suite and a slice of the collective matrix; the
-// multi-process runs and killed ranks are in tests/tcp/multiprocess.py (scenario ofi).
+// multi-process runs and killed ranks are in tests/multiprocess/multiprocess.py (scenario ofi).
 #include "../collective_cases.hpp"
+#include "../scoped_environment.hpp"
 #include "../transport_conformance.hpp"
 
 #include <weft/bootstrap/file_store.hpp>
@@ -174,20 +175,15 @@ TEST_CASE("the transport says which provider, fabric and limits it chose", "[ofi
 }
 
 TEST_CASE("the configuration reads the WEFT_OFI_* variables", "[ofi]") {
-  const std::vector<std::pair<const char*, const char*>> wanted{
-      {"WEFT_OFI_PROVIDER", "shm"}, {"WEFT_OFI_NODE", "127.0.0.1"}, {"WEFT_OFI_MAX_MESSAGE", "65536"},
-      {"WEFT_OFI_REGISTER", "1"},   {"WEFT_OFI_SPIN_US", "250"},    {"WEFT_OFI_QUIET", "1"}};
-  std::vector<std::optional<std::string>> saved;  // the caller's values, put back after
-  for (const auto& [name, value] : wanted) {
-    const char* before = std::getenv(name);
-    saved.push_back(before ? std::optional<std::string>(before) : std::nullopt);
-    ::setenv(name, value, 1);
-  }
-  const auto read = weft::ofi::config::from_environment();
-  for (std::size_t i = 0; i < wanted.size(); ++i) {
-    if (saved[i]) ::setenv(wanted[i].first, saved[i]->c_str(), 1);
-    else ::unsetenv(wanted[i].first);
-  }
+  const auto read = [] {
+    scoped_environment set({{"WEFT_OFI_PROVIDER", "shm"},
+                            {"WEFT_OFI_NODE", "127.0.0.1"},
+                            {"WEFT_OFI_MAX_MESSAGE", "65536"},
+                            {"WEFT_OFI_REGISTER", "1"},
+                            {"WEFT_OFI_SPIN_US", "250"},
+                            {"WEFT_OFI_QUIET", "1"}});
+    return weft::ofi::config::from_environment();
+  }();
   CHECK(read.provider == "shm");
   CHECK(read.node == "127.0.0.1");
   CHECK(read.max_message == 65536);
@@ -197,6 +193,39 @@ TEST_CASE("the configuration reads the WEFT_OFI_* variables", "[ofi]") {
   const weft::ofi::config defaults;
   CHECK(defaults.spin == std::chrono::microseconds(1000));
   CHECK(defaults.log);
+}
+
+TEST_CASE("the libfabric settings take empty as the default and refuse what they cannot read",
+          "[ofi]") {
+  const weft::ofi::config defaults;
+  {
+    scoped_environment set({{"WEFT_TIMEOUT_MS", ""},
+                            {"WEFT_OFI_PROVIDER", ""},
+                            {"FI_PROVIDER", nullptr},
+                            {"WEFT_OFI_QUIET", ""},
+                            {"WEFT_OFI_MAX_MESSAGE", ""},
+                            {"WEFT_OFI_SPIN_US", ""}});
+    const auto read = weft::ofi::config::from_environment();
+    CHECK(read.connect_timeout == defaults.connect_timeout);  // an empty timeout is not 0 ms
+    CHECK(read.provider.empty());
+    CHECK(read.log == defaults.log);
+    CHECK(read.max_message == defaults.max_message);
+    CHECK(read.spin == defaults.spin);
+  }
+  {
+    scoped_environment set({{"WEFT_OFI_MAX_MESSAGE", "64K"}, {"WEFT_OFI_QUIET", "0"}});
+    const auto read = weft::ofi::config::from_environment();
+    CHECK(read.max_message == 65536u);
+    CHECK(read.log);
+  }
+  const std::vector<std::pair<const char*, const char*>> garbage = {
+      {"WEFT_TIMEOUT_MS", "abc"},   {"WEFT_OFI_QUIET", "maybe"}, {"WEFT_OFI_REGISTER", "2"},
+      {"WEFT_OFI_MAX_MESSAGE", "x"}, {"WEFT_OFI_SPIN_US", "-1"}};
+  for (const auto& [name, value] : garbage) {
+    scoped_environment set(name, value);
+    CHECK_THROWS_WITH(weft::ofi::config::from_environment(),
+                      Catch::Contains(std::string(name) + "='" + value + "'"));
+  }
 }
 
 TEST_CASE("an unknown provider is a clear error", "[ofi]") {

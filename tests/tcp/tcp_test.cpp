@@ -1,7 +1,9 @@
 // The TCP transport and the bootstrap, in one process: each rank is a thread with its own
 // transport, sockets and store client, meeting through a store served on loopback. The
-// multi-process runs (weft-run, mpirun, killed ranks, network namespaces) are in multiprocess.py.
+// multi-process runs (weft-run, mpirun, killed ranks, network namespaces) are in
+// tests/multiprocess/multiprocess.py.
 #include "../collective_cases.hpp"
+#include "../scoped_environment.hpp"
 #include "../transport_conformance.hpp"
 
 #include <weft/bootstrap/environment.hpp>
@@ -852,123 +854,7 @@ TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tc
   CHECK(rejected == static_cast<std::uint64_t>(bad_connections));
 }
 
-TEST_CASE("the tcp store serves set and get, times out, and drops bad clients", "[tcp][store]") {
-  weft::bootstrap::tcp_store_server server("127.0.0.1", 0, "s");
-  weft::bootstrap::tcp_store a("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
-  weft::bootstrap::tcp_store b("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
-  std::thread later([&] {
-    std::this_thread::sleep_for(50ms);
-    a.set("key/with/slashes", std::string(100000, 'v'));
-  });
-  auto value = b.get("key/with/slashes", weft::deadline_clock::now() + 5s);
-  later.join();
-  REQUIRE(value);
-  CHECK(value->size() == 100000);
-  const auto start = std::chrono::steady_clock::now();
-  CHECK_FALSE(b.get("never", weft::deadline_clock::now() + 200ms));
-  CHECK(std::chrono::steady_clock::now() - start < 2s);
-
-  // Noise at the store: dropped, and the store still serves.
-  boost::asio::io_context io;
-  std::mt19937 random(7);
-  for (int i = 0; i < 50; ++i) {
-    boost::asio::ip::tcp::socket socket(io);
-    boost::system::error_code ignored;
-    socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()}, ignored);
-    std::vector<unsigned char> noise(1 + random() % 100);
-    for (auto& c : noise) c = static_cast<unsigned char>(random());
-    if (i % 2 == 0) std::memcpy(noise.data(), "WEFTSTOR", std::min<std::size_t>(8, noise.size()));
-    boost::asio::write(socket, boost::asio::buffer(noise), ignored);
-  }
-  CHECK_THROWS_WITH(weft::bootstrap::tcp_store("127.0.0.1", server.port(), "wrong",
-                                               weft::deadline_clock::now() + 5s),
-                    Catch::Contains("WEFT_SECRET"));
-  a.set("after", "noise");
-  CHECK(*b.get("after", weft::deadline_clock::now() + 5s) == "noise");
-  CHECK(server.rejected() >= 1);
-}
-
-TEST_CASE("the store client gives up on an absent store with a timeout", "[tcp][store]") {
-  unsigned short unused = 0;
-  {
-    weft::bootstrap::tcp_store_server probe("127.0.0.1", 0, "");
-    unused = probe.port();
-  }
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    weft::bootstrap::tcp_store client("127.0.0.1", unused, "", weft::deadline_clock::now() + 500ms);
-    FAIL("connected to nothing");
-  } catch (const weft::error& failure) {
-    CHECK(failure.code() == weft::errc::timeout);
-    CHECK_THAT(failure.what(), Catch::Contains("could not reach the tcp store"));
-  }
-  CHECK(std::chrono::steady_clock::now() - start < 3s);
-}
-
-TEST_CASE("the file store", "[tcp][store]") {
-  const auto directory =
-      std::filesystem::temp_directory_path() / ("weft-file-store-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(directory);
-  {
-    weft::bootstrap::file_store a(directory), b(directory);
-    std::thread later([&] {
-      std::this_thread::sleep_for(30ms);
-      a.set("weft/tcp/3", "10.0.0.1:4000");
-    });
-    auto value = b.get("weft/tcp/3", weft::deadline_clock::now() + 5s);
-    later.join();
-    REQUIRE(value);
-    CHECK(*value == "10.0.0.1:4000");
-    CHECK_FALSE(b.get("weft/tcp/4", weft::deadline_clock::now() + 50ms));
-  }
-  std::filesystem::remove_all(directory);
-}
-
-namespace {
-// Sets the given variables for one test and clears every launcher variable around it.
-class environment {
- public:
-  explicit environment(std::initializer_list<std::pair<const char*, const char*>> values) {
-    clear();
-    for (auto [name, value] : values) ::setenv(name, value, 1);
-  }
-  ~environment() { clear(); }
-
- private:
-  static void clear() {
-    for (const char* name : {"WEFT_RANK",
-                             "WEFT_SIZE",
-                             "WEFT_LOCAL_RANK",
-                             "WEFT_LOCAL_SIZE",
-                             "WEFT_STORE",
-                             "WEFT_STORE_PATH",
-                             "WEFT_SECRET",
-                             "WEFT_BIND_ADDRESS",
-                             "WEFT_TCP_SPIN_US",
-                             "WEFT_TCP_CROWDED_SPIN_US",
-                             "WEFT_TCP_SMALL_SPIN_US",
-                             "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE",
-                             "OMPI_COMM_WORLD_LOCAL_RANK",
-                             "OMPI_COMM_WORLD_LOCAL_SIZE",
-                             "PMI_RANK",
-                             "PMI_SIZE",
-                             "MPI_LOCALRANKID",
-                             "MPI_LOCALNRANKS",
-                             "SLURM_PROCID",
-                             "SLURM_NTASKS",
-                             "SLURM_LOCALID",
-                             "RANK",
-                             "WORLD_SIZE",
-                             "LOCAL_RANK",
-                             "LOCAL_WORLD_SIZE",
-                             "MASTER_ADDR",
-                             "MASTER_PORT"}) {
-      ::unsetenv(name);
-    }
-  }
-};
-}  // namespace
+using environment = clean_environment;
 
 TEST_CASE("the TCP settings read their variables; unset ones keep the defaults", "[tcp]") {
   using std::chrono::microseconds;
@@ -997,71 +883,51 @@ TEST_CASE("the TCP settings read their variables; unset ones keep the defaults",
   }
 }
 
-TEST_CASE("bootstrap reads every launcher's variables", "[tcp][bootstrap]") {
-  {
-    environment set({{"WEFT_RANK", "2"},
-                     {"WEFT_SIZE", "4"},
-                     {"WEFT_STORE", "127.0.0.1:5000"},
-                     {"WEFT_SECRET", "k"}});
-    auto launch = weft::bootstrap::from_environment();
-    CHECK((launch.rank == 2 && launch.size == 4 && launch.launcher == "weft" &&
-           launch.store == "127.0.0.1:5000" && launch.secret == "k"));
+TEST_CASE("the TCP settings take empty as the default and refuse what they cannot read",
+          "[tcp]") {
+  const weft::tcp::config defaults;
+  for (const char* name : {"WEFT_TIMEOUT_MS", "WEFT_TCP_UNEXPECTED_BYTES",
+                           "WEFT_TCP_EARLY_CACHE_BYTES", "WEFT_TCP_SOCKET_BUFFER",
+                           "WEFT_TCP_CROWDED_SOCKET_BUFFER", "WEFT_TCP_SPIN_US",
+                           "WEFT_TCP_CROWDED_SPIN_US", "WEFT_TCP_SMALL_SPIN_US",
+                           "WEFT_BIND_ADDRESS", "WEFT_SECRET"}) {
+    scoped_environment set(name, "");
+    const auto read = weft::tcp::config::from_environment();
+    CHECK(read.connect_timeout == defaults.connect_timeout);  // an empty timeout is not 0 ms
+    CHECK(read.unexpected_limit == defaults.unexpected_limit);
+    CHECK(read.early_buffer_cache == defaults.early_buffer_cache);
+    CHECK(read.socket_buffer_bytes == defaults.socket_buffer_bytes);
+    CHECK(read.crowded_socket_buffer_bytes == defaults.crowded_socket_buffer_bytes);
+    CHECK(read.spin == defaults.spin);
+    CHECK(read.crowded_spin == defaults.crowded_spin);
+    CHECK(read.small_spin == defaults.small_spin);
+    CHECK(read.bind_address == defaults.bind_address);
+    CHECK(read.secret == defaults.secret);
   }
   {
-    environment set({{"OMPI_COMM_WORLD_RANK", "1"},
-                     {"OMPI_COMM_WORLD_SIZE", "3"},
-                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                     {"WEFT_STORE", "h:1"}});
-    auto launch = weft::bootstrap::from_environment();
-    CHECK((launch.rank == 1 && launch.size == 3 && launch.local_rank == 1 &&
-           launch.launcher == "Open MPI"));
+    scoped_environment set({{"WEFT_TIMEOUT_MS", "4000"},
+                            {"WEFT_TCP_UNEXPECTED_BYTES", "1G"},
+                            {"WEFT_TCP_EARLY_CACHE_BYTES", "0"},
+                            {"WEFT_TCP_SOCKET_BUFFER", "8M"},
+                            {"WEFT_TCP_CROWDED_SOCKET_BUFFER", "512KiB"}});
+    const auto read = weft::tcp::config::from_environment();
+    CHECK(read.connect_timeout == 4000ms);
+    CHECK(read.unexpected_limit == std::size_t{1} << 30);
+    CHECK(read.early_buffer_cache == 0u);
+    CHECK(read.socket_buffer_bytes == 8 << 20);
+    CHECK(read.crowded_socket_buffer_bytes == 512 << 10);
   }
-  {
-    environment set({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"WEFT_STORE_PATH", "/shared/job"}});
-    auto launch = weft::bootstrap::from_environment();
-    CHECK(
-        (launch.launcher == "MPICH" && launch.store_path == "/shared/job" && launch.store.empty()));
+  const std::vector<std::pair<const char*, const char*>> garbage = {
+      {"WEFT_TIMEOUT_MS", "abc"},          {"WEFT_TIMEOUT_MS", "-5"},
+      {"WEFT_TCP_UNEXPECTED_BYTES", "1.5G"}, {"WEFT_TCP_EARLY_CACHE_BYTES", "-1"},
+      {"WEFT_TCP_SOCKET_BUFFER", "3G"},    {"WEFT_TCP_CROWDED_SOCKET_BUFFER", "lots"},
+      {"WEFT_TCP_SPIN_US", "20ms"},        {"WEFT_TCP_CROWDED_SPIN_US", "-50"},
+      {"WEFT_TCP_SMALL_SPIN_US", "1e3"}};
+  for (const auto& [name, value] : garbage) {
+    scoped_environment set(name, value);
+    CHECK_THROWS_WITH(weft::tcp::config::from_environment(),
+                      Catch::Contains(std::string(name) + "='" + value + "'"));
   }
-  {
-    environment set({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"WEFT_STORE", "n1:29500"}});
-    auto launch = weft::bootstrap::from_environment();
-    CHECK((launch.launcher == "Slurm" && launch.rank == 5 && launch.size == 8));
-  }
-  {
-    environment set({{"RANK", "3"},
-                     {"WORLD_SIZE", "4"},
-                     {"MASTER_ADDR", "10.1.2.3"},
-                     {"MASTER_PORT", "29400"}});
-    auto launch = weft::bootstrap::from_environment();
-    CHECK((launch.launcher == "torchrun" && launch.store == "10.1.2.3:29400"));
-  }
-  {
-    environment set({{"WEFT_RANK", "1"}, {"WEFT_SIZE", "2"}});
-    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
-  }
-  {
-    environment set({{"WEFT_RANK", "4"}, {"WEFT_SIZE", "4"}, {"WEFT_STORE", "h:1"}});
-    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("rank 4 of 4"));
-  }
-  {
-    environment set({{"WEFT_RANK", "x"}, {"WEFT_SIZE", "4"}});
-    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("WEFT_RANK='x'"));
-  }
-  {
-    environment set({});
-    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("weft-run"));
-    CHECK_FALSE(weft::bootstrap::launcher_present());
-  }
-  {
-    environment set({{"SLURM_PROCID", "0"}});  // launched, though the rest is missing
-    CHECK(weft::bootstrap::launcher_present());
-  }
-  {
-    environment set({{"RANK", ""}});  // an empty variable is no launcher
-    CHECK_FALSE(weft::bootstrap::launcher_present());
-  }
-  CHECK_THROWS_WITH(weft::bootstrap::split_address("nohost"), Catch::Contains("host:port"));
-  CHECK(weft::bootstrap::split_address("[::1]:80").first == "::1");
 }
 
 TEST_CASE("a session from the environment: one call to a ready communicator", "[tcp][bootstrap]") {

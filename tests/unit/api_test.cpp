@@ -1,6 +1,7 @@
 // The public API around the algorithms: reports and selection, WEFT_ALGO, non-commutative ops,
 // bitwise-identical floats, bad arguments, check mode, timeouts, failures, split and dup,
 // the 16-bit types and send/recv. (No allocation in the steady state: allocation_test.cpp.)
+#include "../scoped_environment.hpp"
 #include "../support.hpp"
 
 #include <weft/detail/lists.hpp>
@@ -32,14 +33,7 @@ affine affine_value(int rank, std::size_t i) {
   return {static_cast<std::uint32_t>(rank * 2 + 3 + i), static_cast<std::uint32_t>(rank * 7 + i)};
 }
 
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~scoped_env() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using scoped_env = weft_test::scoped_environment;
 
 // Runs fn on p ranks and returns each rank's exception message ("" if none).
 template <class Function>

@@ -199,7 +199,7 @@ struct binomial_tree {
       case collective::reduce: return {depth, bytes, depth * bytes};
       case collective::gather:
       case collective::scatter: return {depth, (p - 1.0) * bytes, 0};
-      default: return {1e30, 0, 0};
+      default: return tuning::unsupported;
     }
   }
 };

@@ -92,7 +92,7 @@ struct bruck {
       case collective::allgather: return {steps, (p - 1.0) * bytes, 0};
       // packing and unpacking cost about as much as sending again
       case collective::alltoall: return {steps, 2.0 * (p / 2.0) * bytes * steps, 0};
-      default: return {1e30, 0, 0};
+      default: return tuning::unsupported;
     }
   }
 };

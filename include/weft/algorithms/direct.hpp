@@ -195,7 +195,7 @@ struct direct {
       case collective::scatter:
       case collective::alltoall:
       case collective::alltoallv: return {1, others * bytes, 0};
-      default: return {1e30, 0, 0};
+      default: return tuning::unsupported;
     }
   }
 

@@ -40,7 +40,7 @@ struct dissemination {
 
   static constexpr tuning::cost cost(collective kind, int p, double, double) {
     if (kind == collective::barrier) return {tuning::log2_ceil(p), 0, 0};
-    return {1e30, 0, 0};
+    return tuning::unsupported;
   }
 };
 

@@ -185,7 +185,7 @@ struct double_binary_tree {
   }
 
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double chunk_bytes) {
-    if (kind != collective::allreduce) return {1e30, 0, 0};
+    if (kind != collective::allreduce) return tuning::unsupported;
     const double depth = tuning::log2_ceil(p);
     const double pieces = bytes / 2 > chunk_bytes ? bytes / 2 / chunk_bytes : 1.0;
     return {2 * (depth + pieces), 2 * bytes, bytes};

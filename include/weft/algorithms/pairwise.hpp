@@ -59,7 +59,7 @@ struct pairwise {
     if (kind == collective::alltoall || kind == collective::alltoallv) {
       return {p - 1.0, (p - 1.0) * bytes, 0};
     }
-    return {1e30, 0, 0};
+    return tuning::unsupported;
   }
 };
 

@@ -135,18 +135,16 @@ struct recursive_doubling {
   }
 
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
-    const double steps = tuning::log2_ceil(p) + (detail_is_power_of_two(p) ? 0 : 1);
+    const double steps = tuning::log2_ceil(p) + (tuning::is_power_of_two(p) ? 0 : 1);
     switch (kind) {
       case collective::allreduce: return {steps, steps * bytes, steps * bytes};
       case collective::allgather:
       case collective::allgatherv: return {steps, (p - 1.0) * bytes, 0};
-      default: return {1e30, 0, 0};
+      default: return tuning::unsupported;
     }
   }
 
  private:
-  static constexpr bool detail_is_power_of_two(int p) { return (p & (p - 1)) == 0; }
-
   // A rank that sits out: hand `mine` to the partner, later receive the result into `result`.
   template <class Comm>
   static void exchange_with_partner(Comm& comm, int partner, detail::bytes mine,

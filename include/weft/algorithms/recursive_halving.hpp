@@ -100,7 +100,7 @@ struct recursive_halving {
   }
 
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
-    const bool power_of_two = (p & (p - 1)) == 0;
+    const bool power_of_two = tuning::is_power_of_two(p);
     const double steps = tuning::log2_ceil(p) + (power_of_two ? 0 : 1);
     const double share = (p - 1.0) / p;
     switch (kind) {
@@ -109,7 +109,7 @@ struct recursive_halving {
                 share * bytes + (power_of_two ? 0 : bytes)};
       case collective::reduce_scatter:
         return {steps, (p - 1.0) * bytes + (power_of_two ? 0 : p * bytes), (p - 1.0) * bytes};
-      default: return {1e30, 0, 0};
+      default: return tuning::unsupported;
     }
   }
 

@@ -135,7 +135,7 @@ struct ring {
         const double pieces = bytes > chunk_bytes ? bytes / chunk_bytes : 1.0;
         return {p - 2.0 + pieces, bytes + (p - 2.0) * bytes / pieces, 0};
       }
-      default: return {1e30, 0, 0};
+      default: return tuning::unsupported;
     }
   }
 

@@ -15,9 +15,9 @@
 // every connection must present; WEFT_BIND_ADDRESS the address this rank listens on.
 #pragma once
 
+#include "weft/detail/env.hpp"
 #include "weft/error.hpp"
 
-#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -40,20 +40,16 @@ struct launch {
 
 namespace detail {
 
+// The variable's value, nullptr when it is unset or empty.
 inline const char* variable(const char* name) {
-  const char* value = std::getenv(name);
-  return (value != nullptr && *value != '\0') ? value : nullptr;
+  const auto value = weft::detail::env::text(name);
+  return value ? value->data() : nullptr;
 }
 
 inline int parse_int(const char* name, const char* text) {
-  errno = 0;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < 0 || value > 1 << 24) {
-    throw error(errc::invalid_argument, std::string("environment variable ") + name + "='" + text +
-                                            "' is not a rank or a size");
-  }
-  return static_cast<int>(value);
+  const auto value = weft::detail::env::parse_count(text, 1 << 24);
+  if (!value) weft::detail::env::refuse(name, text, "a rank or a size");
+  return static_cast<int>(*value);
 }
 
 // The launchers whose variables are read, in the order they are tried: weft's own first.
@@ -144,13 +140,11 @@ inline std::pair<std::string, unsigned short> split_address(std::string_view add
   std::string host(address.substr(0, colon));
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  const std::string port_text(address.substr(colon + 1));
-  char* end = nullptr;
-  const long port = std::strtol(port_text.c_str(), &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535) {
+  const auto port = weft::detail::env::parse_count(address.substr(colon + 1), 65535);
+  if (!port) {
     throw error(errc::invalid_argument, "address '" + std::string(address) + "' has no valid port");
   }
-  return {host, static_cast<unsigned short>(port)};
+  return {host, static_cast<unsigned short>(*port)};
 }
 
 }  // namespace weft::bootstrap

@@ -50,13 +50,6 @@ inline void count_displacements(std::span<std::size_t> displs, std::span<const s
 
 inline int mod(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
 
-// Largest power of two <= value (value >= 1).
-inline int floor_power_of_two(int value) {
-  int power = 1;
-  while (power * 2 <= value) power *= 2;
-  return power;
-}
-
 // A reduction (element type T, op Op) bound to a memory space, callable on byte ranges:
 // combine(dst, a, b) sets dst = a op b elementwise. It does not own the op or the memory space.
 class reducer {

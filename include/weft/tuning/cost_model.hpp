@@ -22,6 +22,9 @@ struct cost {
   double reduced_bytes = 0;
 };
 
+// The cost an algorithm states for a collective it does not implement: never the cheapest.
+inline constexpr cost unsupported{1e30, 0, 0};
+
 struct link_constants {
   std::string_view transport;
   double alpha_us;           // latency of one message, microseconds
@@ -80,6 +83,9 @@ constexpr const link_constants& constants_of() {
 constexpr double estimate_us(const cost& c, const link_constants& k) {
   return k.alpha_us * c.steps + k.beta_us_per_byte * c.bytes + k.gamma_us_per_byte * c.reduced_bytes;
 }
+
+// True for 1, 2, 4, 8, ...
+constexpr bool is_power_of_two(int p) { return p > 0 && (p & (p - 1)) == 0; }
 
 // ceil(log2(p)) for p >= 1.
 constexpr double log2_ceil(int p) {

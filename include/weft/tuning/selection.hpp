@@ -10,6 +10,7 @@
 #pragma once
 
 #include "weft/communicator.hpp"
+#include "weft/detail/env.hpp"
 #include "weft/detail/lists.hpp"
 #include "weft/error.hpp"
 #include "weft/tuning/cost_model.hpp"
@@ -30,9 +31,9 @@ namespace tuning {
 
 // The algorithm WEFT_ALGO names for `kind`, or empty.
 inline std::string_view algorithm_override(collective kind) {
-  const char* value = std::getenv("WEFT_ALGO");
-  if (value == nullptr) return {};
-  std::string_view spec(value);
+  const auto value = detail::env::text("WEFT_ALGO");
+  if (!value) return {};
+  std::string_view spec = *value;
   while (!spec.empty()) {
     const std::string_view item = detail::next_item(spec);
     const auto equals = item.find('=');

@@ -1,8 +1,9 @@
 // weft/bootstrap/tcp_store.hpp — the key-value store rank 0 serves over TCP (Boost.Asio).
 //
 // Rank 0 runs a tcp_store_server on a background thread for the life of the job; every rank
-// (rank 0 too) talks to it through a tcp_store client. It lives with the tcp transport, not in
-// the core, because it needs Asio.
+// (rank 0 too) talks to it through a tcp_store client. It is the bootstrap's own root
+// (bootstrap/tcp, Meson dependency('weft-bootstrap-tcp')), apart from the core because it needs
+// Asio, and apart from every transport so that any of them can meet through it.
 //
 // Protocol (little-endian), one connection per client, one request at a time:
 //   hello   "WEFTSTOR" | u32 version | u32 secret bytes (<= 256) | secret
@@ -13,8 +14,6 @@
 // connection. At most 4096 clients at once.
 #pragma once
 
-#include "weft/bootstrap/environment.hpp"
-#include "weft/bootstrap/file_store.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/error.hpp"
 
@@ -34,7 +33,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -463,64 +461,6 @@ class tcp_store final : public store {
   store_detail::asio::io_context io_{1};
   store_detail::tcp::socket socket_;
   bool timed_out_ = false;
-};
-
-// The meeting point of a job, from its launch: rank 0 serves the TCP store at launch.store and
-// every rank (rank 0 too) connects to it; or, with launch.store_path, a file store. Also settles
-// the job's secret: WEFT_SECRET, or one rank 0 draws and hands out through the store.
-class rendezvous {
- public:
-  rendezvous(const launch& where, deadline_clock::time_point deadline)
-      : launch_(where), secret_(where.secret) {
-    if (where.size == 1) return;  // one rank meets nobody
-    if (!where.store.empty()) {
-      auto [host, port] = split_address(where.store);
-      if (where.rank == 0) {
-        // Serve on the address the others are told to use; a host name: every interface.
-        boost::system::error_code failure;
-        const auto ip = boost::asio::ip::make_address(host, failure);
-        const std::string listen = host == "localhost" ? "127.0.0.1"
-                                   : failure           ? "0.0.0.0"
-                                                       : ip.to_string();
-        server_ = std::make_unique<tcp_store_server>(listen, port, where.secret);
-      }
-      store_ = std::make_unique<tcp_store>(host, port, where.secret, deadline);
-    } else {
-      store_ = std::make_unique<file_store>(where.store_path);
-    }
-    if (secret_.empty()) secret_ = shared_secret(deadline);
-  }
-
-  store* get() { return store_.get(); }
-  const bootstrap::launch& launched() const { return launch_; }
-  const std::string& secret() const { return secret_; }
-
- private:
-  std::string shared_secret(deadline_clock::time_point deadline) {
-    if (launch_.rank == 0) {
-      std::random_device entropy;
-      std::string secret;
-      for (int i = 0; i < 4; ++i) {
-        char piece[9];
-        std::snprintf(piece, sizeof piece, "%08x", entropy());
-        secret += piece;
-      }
-      store_->set("weft/secret", secret);
-      return secret;
-    }
-    auto secret = store_->get("weft/secret", deadline);
-    if (!secret) {
-      throw error(errc::timeout, "rank " + std::to_string(launch_.rank) +
-                                     " timed out at start-up waiting for rank 0 in the " +
-                                     store_->describe());
-    }
-    return *secret;
-  }
-
-  bootstrap::launch launch_;
-  std::string secret_;
-  std::unique_ptr<tcp_store_server> server_;  // rank 0 only; declared first, destroyed last
-  std::unique_ptr<store> store_;
 };
 
 }  // namespace weft::bootstrap

@@ -199,8 +199,9 @@ class basic_transport {
     return post_receive(peer, data, tag, nullptr, nullptr);
   }
 
-  // The reducing receive (weft::reducing_transport): whichever side arrives second combines
-  // straight from the sender's buffer into `target`.
+  // The reducing receive (weft::reducing_transport): once the send has arrived, the receiving
+  // rank combines (on its own thread, in copy_arrived) straight from the sender's buffer into
+  // `target`.
   request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> mine,
                       tag_t tag, const weft::detail::reducer& combine) {
     return post_receive(peer, target, tag, &combine, mine.data());

@@ -26,17 +26,15 @@
 
 #include "weft/bootstrap/environment.hpp"
 #include "weft/bootstrap/file_store.hpp"
+#include "weft/bootstrap/rendezvous.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/communicator.hpp"
+#include "weft/detail/env.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/ofi/peer_watch.hpp"
 #include "weft/transport/ofi/shm_region.hpp"
-
-#if __has_include(<boost/asio/io_context.hpp>)
-#include "weft/bootstrap/tcp_store.hpp"
-#endif
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -76,30 +74,24 @@ struct config {
       true;  // rank 0 prints the chosen provider and fabric at start-up (WEFT_OFI_QUIET=1: not)
   std::chrono::microseconds spin{1000};  // how long a wait polls before it also naps
 
-  // WEFT_OFI_PROVIDER, else FI_PROVIDER; WEFT_OFI_NODE; WEFT_TIMEOUT_MS; WEFT_OFI_REGISTER=1;
-  // WEFT_OFI_MAX_MESSAGE; WEFT_OFI_SPIN_US.
+  // WEFT_OFI_PROVIDER, else FI_PROVIDER; WEFT_OFI_NODE; WEFT_TIMEOUT_MS; WEFT_OFI_QUIET;
+  // WEFT_OFI_REGISTER; WEFT_OFI_MAX_MESSAGE; WEFT_OFI_SPIN_US (docs/tuning.md); a value that
+  // cannot be read is refused.
   static config from_environment() {
+    namespace env = weft::detail::env;
     config result;
-    if (const char* value = std::getenv("WEFT_OFI_PROVIDER")) {
-      result.provider = value;
-    } else if (const char* fallback = std::getenv("FI_PROVIDER")) {
-      result.provider = fallback;
+    if (const auto value = env::text("WEFT_OFI_PROVIDER")) {
+      result.provider = *value;
+    } else if (const auto fallback = env::text("FI_PROVIDER")) {
+      result.provider = *fallback;
     }
-    if (const char* value = std::getenv("WEFT_OFI_NODE")) result.node = value;
-    if (const char* value = std::getenv("WEFT_TIMEOUT_MS")) {
-      result.connect_timeout = std::chrono::milliseconds(std::strtoll(value, nullptr, 10));
-    }
-    if (const char* value = std::getenv("WEFT_OFI_QUIET"))
-      result.log = std::string_view(value) != "1";
-    if (const char* value = std::getenv("WEFT_OFI_MAX_MESSAGE")) {
-      result.max_message = static_cast<std::size_t>(std::strtoull(value, nullptr, 10));
-    }
-    if (const char* value = std::getenv("WEFT_OFI_REGISTER")) {
-      result.always_register = std::string_view(value) == "1";
-    }
-    if (const char* value = std::getenv("WEFT_OFI_SPIN_US")) {
-      result.spin = std::chrono::microseconds(std::strtoll(value, nullptr, 10));
-    }
+    if (const auto value = env::text("WEFT_OFI_NODE")) result.node = *value;
+    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.connect_timeout = *value;
+    if (const auto value = env::flag("WEFT_OFI_QUIET")) result.log = !*value;
+    if (const auto value = env::bytes("WEFT_OFI_MAX_MESSAGE", SIZE_MAX))
+      result.max_message = static_cast<std::size_t>(*value);
+    if (const auto value = env::flag("WEFT_OFI_REGISTER")) result.always_register = *value;
+    if (const auto value = env::microseconds("WEFT_OFI_SPIN_US")) result.spin = *value;
     return result;
   }
 };
@@ -750,20 +742,22 @@ class transport {
       if (ep == nullptr) return false;
       fi_cq_tagged_entry entries[16];
       bool any = false;
-      detail::provider_call call(calls);
-      while (true) {
-        const ssize_t count = fi_cq_read(cq, entries, 16);
-        if (count == -FI_EAGAIN) break;
-        if (count == -FI_EAVAIL) {
-          read_error();
-          any = true;
-          continue;
+      {  // counted as one call into the provider (drain_backlog counts its own)
+        detail::provider_call call(calls);
+        while (true) {
+          const ssize_t count = fi_cq_read(cq, entries, 16);
+          if (count == -FI_EAGAIN) break;
+          if (count == -FI_EAVAIL) {
+            read_error();
+            any = true;
+            continue;
+          }
+          if (count < 0) fail_call("fi_cq_read", static_cast<int>(count));
+          for (ssize_t i = 0; i < count; ++i)
+            complete(static_cast<detail::piece*>(entries[i].op_context), &entries[i]);
+          any = any || count > 0;
+          if (count < 16) break;
         }
-        if (count < 0) fail_call("fi_cq_read", static_cast<int>(count));
-        for (ssize_t i = 0; i < count; ++i)
-          complete(static_cast<detail::piece*>(entries[i].op_context), &entries[i]);
-        any = any || count > 0;
-        if (count < 16) break;
       }
       if (!backlog.empty()) drain_backlog();
       return any;
@@ -923,10 +917,9 @@ class transport {
 
 static_assert(weft::transport<transport>);
 
-#if __has_include(<boost/asio/io_context.hpp>)
 // A ready job from the launcher's environment over libfabric: rank 0's TCP store (or the file
 // store at WEFT_STORE_PATH) to exchange fabric addresses, the transport, the world communicator.
-// Needs Boost.Asio for the TCP store (the tcp transport's folder on the include path).
+// The store comes from the bootstrap (dependency('weft-bootstrap-tcp'), Boost.Asio).
 class session {
  public:
   static session from_environment(options settings = options::from_environment()) {
@@ -953,6 +946,5 @@ class session {
   std::unique_ptr<transport> transport_;
   std::unique_ptr<communicator<transport>> comm_;
 };
-#endif
 
 }  // namespace weft::ofi

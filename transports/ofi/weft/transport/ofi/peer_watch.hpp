@@ -66,20 +66,23 @@ inline pid_t watchable_pid(const std::string& identity, const std::string& own) 
   }
 }
 
-// Calls into the provider, counted by the one thread that makes them: odd while inside one.
+// Calls into the provider, counted by the one thread that makes them: the count steps on entering
+// and on leaving a call, so it is odd while the thread is inside one.
 class call_tracker {
  public:
-  void enter() noexcept { calls_.store(calls_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
-  void leave() noexcept { calls_.store(calls_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+  void step() noexcept {
+    calls_.store(calls_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
   std::uint64_t sample() const noexcept { return calls_.load(std::memory_order_acquire); }
 
  private:
   std::atomic<std::uint64_t> calls_{0};
 };
 
+// One call into the provider, counted for as long as it lasts (never nested).
 struct provider_call {
-  explicit provider_call(call_tracker& tracker) noexcept : tracker_(tracker) { tracker_.enter(); }
-  ~provider_call() { tracker_.leave(); }
+  explicit provider_call(call_tracker& tracker) noexcept : tracker_(tracker) { tracker_.step(); }
+  ~provider_call() { tracker_.step(); }
   provider_call(const provider_call&) = delete;
   provider_call& operator=(const provider_call&) = delete;
 
@@ -97,8 +100,8 @@ class peer_watch {
   using exit_handler = std::function<void(int, pid_t)>;
 
   // Watches `peers` (ranks of a world of `size`); `describe` names this rank in messages.
-  peer_watch(int size, const std::vector<peer>& peers, exit_handler on_exit, const call_tracker& calls,
-             std::string describe, std::chrono::milliseconds stuck_limit)
+  peer_watch(int size, const std::vector<peer>& peers, exit_handler on_exit,
+             const call_tracker& calls, std::string describe, std::chrono::milliseconds stuck_limit)
       : gone_(std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size))),
         on_exit_(std::move(on_exit)),
         calls_(calls),

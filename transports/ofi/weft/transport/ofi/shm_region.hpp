@@ -86,7 +86,8 @@ inline int retire_shm_region(std::string_view endpoint_name, pid_t pid) {
       std::memcpy(&owner, shared + shm_region_layout::pid_offset, sizeof owner);
       if (std::to_integer<std::uint8_t>(shared[0]) != shm_region_layout::version || owner != pid)
         continue;
-      void* copy = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      void* copy =
+          ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (copy == MAP_FAILED) continue;
       std::memcpy(copy, shared, length);
       std::memcpy(static_cast<std::byte*>(copy) + shm_region_layout::lock_offset, &unlocked,

@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""The closing line of the test command: "N passed, N failed, N skipped" over the meson test logs
+of the given build directories; exits 1 when anything failed.
+
+    STEPS_FAILED=0|1 summarize_tests.py BUILD_DIR...
+
+STEPS_FAILED=1 (a build or set-up step failed) counts as one failure when no test failed, so a
+broken build never reads as a clean run.
+"""
+import json, os, sys
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+for directory in sys.argv[1:]:
+    log = os.path.join(directory, "meson-logs", "testlog.json")
+    if not os.path.exists(log):
+        continue
+    for line in open(log, encoding="utf-8"):
+        result = json.loads(line).get("result")
+        if result in ("OK", "EXPECTEDFAIL"):
+            counts["passed"] += 1
+        elif result == "SKIP":
+            counts["skipped"] += 1
+        else:
+            counts["failed"] += 1
+if os.environ.get("STEPS_FAILED") != "0" and counts["failed"] == 0:
+    counts["failed"] = 1  # a build or set-up step failed: count it, never report a clean run
+print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], counts["skipped"]))
+sys.exit(1 if counts["failed"] else 0)

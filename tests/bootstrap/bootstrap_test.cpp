@@ -1,0 +1,166 @@
+// The bootstrap (bootstrap/tcp and include/weft/bootstrap): the TCP store rank 0 serves, its
+// client, the file store, and the launch read from every launcher's environment variables.
+#include "../scoped_environment.hpp"
+
+#include <weft/bootstrap/environment.hpp>
+#include <weft/bootstrap/file_store.hpp>
+#include <weft/bootstrap/rendezvous.hpp>
+#include <weft/bootstrap/tcp_store.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+using environment = weft_test::clean_environment;
+
+TEST_CASE("the tcp store serves set and get, times out, and drops bad clients", "[bootstrap][store]") {
+  weft::bootstrap::tcp_store_server server("127.0.0.1", 0, "s");
+  weft::bootstrap::tcp_store a("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
+  weft::bootstrap::tcp_store b("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
+  std::thread later([&] {
+    std::this_thread::sleep_for(50ms);
+    a.set("key/with/slashes", std::string(100000, 'v'));
+  });
+  auto value = b.get("key/with/slashes", weft::deadline_clock::now() + 5s);
+  later.join();
+  REQUIRE(value);
+  CHECK(value->size() == 100000);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(b.get("never", weft::deadline_clock::now() + 200ms));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+
+  // Noise at the store: dropped, and the store still serves.
+  boost::asio::io_context io;
+  std::mt19937 random(7);
+  for (int i = 0; i < 50; ++i) {
+    boost::asio::ip::tcp::socket socket(io);
+    boost::system::error_code ignored;
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()}, ignored);
+    std::vector<unsigned char> noise(1 + random() % 100);
+    for (auto& c : noise) c = static_cast<unsigned char>(random());
+    if (i % 2 == 0) std::memcpy(noise.data(), "WEFTSTOR", std::min<std::size_t>(8, noise.size()));
+    boost::asio::write(socket, boost::asio::buffer(noise), ignored);
+  }
+  CHECK_THROWS_WITH(weft::bootstrap::tcp_store("127.0.0.1", server.port(), "wrong",
+                                               weft::deadline_clock::now() + 5s),
+                    Catch::Contains("WEFT_SECRET"));
+  a.set("after", "noise");
+  CHECK(*b.get("after", weft::deadline_clock::now() + 5s) == "noise");
+  CHECK(server.rejected() >= 1);
+}
+
+TEST_CASE("the store client gives up on an absent store with a timeout", "[bootstrap][store]") {
+  unsigned short unused = 0;
+  {
+    weft::bootstrap::tcp_store_server probe("127.0.0.1", 0, "");
+    unused = probe.port();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    weft::bootstrap::tcp_store client("127.0.0.1", unused, "", weft::deadline_clock::now() + 500ms);
+    FAIL("connected to nothing");
+  } catch (const weft::error& failure) {
+    CHECK(failure.code() == weft::errc::timeout);
+    CHECK_THAT(failure.what(), Catch::Contains("could not reach the tcp store"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 3s);
+}
+
+TEST_CASE("the file store", "[bootstrap][store]") {
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("weft-file-store-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  {
+    weft::bootstrap::file_store a(directory), b(directory);
+    std::thread later([&] {
+      std::this_thread::sleep_for(30ms);
+      a.set("weft/tcp/3", "10.0.0.1:4000");
+    });
+    auto value = b.get("weft/tcp/3", weft::deadline_clock::now() + 5s);
+    later.join();
+    REQUIRE(value);
+    CHECK(*value == "10.0.0.1:4000");
+    CHECK_FALSE(b.get("weft/tcp/4", weft::deadline_clock::now() + 50ms));
+  }
+  std::filesystem::remove_all(directory);
+}
+
+TEST_CASE("bootstrap reads every launcher's variables", "[bootstrap]") {
+  {
+    environment set({{"WEFT_RANK", "2"},
+                     {"WEFT_SIZE", "4"},
+                     {"WEFT_STORE", "127.0.0.1:5000"},
+                     {"WEFT_SECRET", "k"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.rank == 2 && launch.size == 4 && launch.launcher == "weft" &&
+           launch.store == "127.0.0.1:5000" && launch.secret == "k"));
+  }
+  {
+    environment set({{"OMPI_COMM_WORLD_RANK", "1"},
+                     {"OMPI_COMM_WORLD_SIZE", "3"},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                     {"WEFT_STORE", "h:1"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.rank == 1 && launch.size == 3 && launch.local_rank == 1 &&
+           launch.launcher == "Open MPI"));
+  }
+  {
+    environment set({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"WEFT_STORE_PATH", "/shared/job"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK(
+        (launch.launcher == "MPICH" && launch.store_path == "/shared/job" && launch.store.empty()));
+  }
+  {
+    environment set({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"WEFT_STORE", "n1:29500"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.launcher == "Slurm" && launch.rank == 5 && launch.size == 8));
+  }
+  {
+    environment set({{"RANK", "3"},
+                     {"WORLD_SIZE", "4"},
+                     {"MASTER_ADDR", "10.1.2.3"},
+                     {"MASTER_PORT", "29400"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.launcher == "torchrun" && launch.store == "10.1.2.3:29400"));
+  }
+  {
+    environment set({{"WEFT_RANK", "1"}, {"WEFT_SIZE", "2"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
+  }
+  {
+    environment set({{"WEFT_RANK", "4"}, {"WEFT_SIZE", "4"}, {"WEFT_STORE", "h:1"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("rank 4 of 4"));
+  }
+  {
+    environment set({{"WEFT_RANK", "x"}, {"WEFT_SIZE", "4"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("WEFT_RANK='x'"));
+  }
+  {
+    environment set({});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("weft-run"));
+    CHECK_FALSE(weft::bootstrap::launcher_present());
+  }
+  {
+    environment set({{"SLURM_PROCID", "0"}});  // launched, though the rest is missing
+    CHECK(weft::bootstrap::launcher_present());
+  }
+  {
+    environment set({{"RANK", ""}});  // an empty variable is no launcher
+    CHECK_FALSE(weft::bootstrap::launcher_present());
+  }
+  CHECK_THROWS_WITH(weft::bootstrap::split_address("nohost"), Catch::Contains("host:port"));
+  CHECK(weft::bootstrap::split_address("[::1]:80").first == "::1");
+}
