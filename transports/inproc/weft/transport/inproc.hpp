@@ -17,6 +17,8 @@
 #pragma once
 
 #include "weft/communicator.hpp"
+#include "weft/detail/operation_pool.hpp"
+#include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
@@ -108,18 +110,7 @@ struct rank_state {
   operation_list posted_receives;
   operation_list pending_sends;
   operation_list arrived;
-  std::vector<std::unique_ptr<operation>> storage;  // touched only by this rank's thread
-  std::vector<operation*> free_nodes;
-
-  operation* acquire() {
-    if (free_nodes.empty()) {
-      storage.push_back(std::make_unique<operation>());
-      return storage.back().get();
-    }
-    operation* node = free_nodes.back();
-    free_nodes.pop_back();
-    return node;
-  }
+  weft::detail::operation_pool<operation> pool;  // touched only by this rank's thread
   void notify() {
     std::lock_guard lock(mutex);
     progress.notify_all();
@@ -137,31 +128,8 @@ class basic_transport {
  public:
   static constexpr std::string_view tuning_key = "inproc";  // its row in the cost-model table
 
-  class request {
-   public:
-    request() = default;
-    request(request&& other) noexcept
-        : node_(std::exchange(other.node_, nullptr)), owner_(other.owner_) {}
-    request& operator=(request&& other) noexcept {
-      if (this != &other) {
-        release();
-        node_ = std::exchange(other.node_, nullptr);
-        owner_ = other.owner_;
-      }
-      return *this;
-    }
-    ~request() { release(); }
-
-   private:
-    friend class basic_transport;
-    request(detail::operation* node, basic_transport* owner) : node_(node), owner_(owner) {}
-    void release() {
-      if (node_ != nullptr) owner_->cancel(node_);
-      node_ = nullptr;
-    }
-    detail::operation* node_ = nullptr;
-    basic_transport* owner_ = nullptr;
-  };
+  // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
+  using request = weft::detail::request_handle<basic_transport, detail::operation>;
 
   basic_transport(world<Memory>* shared, int rank) : world_(shared), rank_(rank) {}
 
@@ -171,7 +139,7 @@ class basic_transport {
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
     check_peer(peer, "send to");
-    detail::operation* node = own().acquire();
+    detail::operation* node = own().pool.acquire();
     node->source = rank_;
     node->destination = peer;
     node->tag = tag;
@@ -209,7 +177,7 @@ class basic_transport {
 
   bool test(request& operation) {
     copy_arrived();
-    return finished(operation.node_, world_->failed_rank(rank_));
+    return finished(operation.operation(), world_->failed_rank(rank_));
   }
 
   bool wait(request& operation, deadline_clock::time_point deadline) {
@@ -222,20 +190,21 @@ class basic_transport {
         lock.lock();
         continue;
       }
-      if (finished(operation.node_, world_->failed_rank(rank_))) return true;
+      if (finished(operation.operation(), world_->failed_rank(rank_))) return true;
       if (box.progress.wait_until(lock, deadline) == std::cv_status::timeout && box.arrived.empty()) {
-        return finished(operation.node_, world_->failed_rank(rank_));
+        return finished(operation.operation(), world_->failed_rank(rank_));
       }
     }
   }
 
  private:
   friend class world<Memory>;
+  friend request;
 
   request post_receive(int peer, std::span<std::byte> data, tag_t tag,
                        const weft::detail::reducer* combine, const std::byte* mine) {
     check_peer(peer, "receive from");
-    detail::operation* node = own().acquire();
+    detail::operation* node = own().pool.acquire();
     node->combine = combine;
     node->own = mine;
     node->source = peer;
@@ -355,7 +324,7 @@ class basic_transport {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     node->status.store(detail::state::idle, std::memory_order_relaxed);
-    own().free_nodes.push_back(node);
+    own().pool.release(node);
   }
 
   world<Memory>* world_;

@@ -22,17 +22,27 @@
 // peer_lost naming it, at once, and nothing more is posted to it. A peer on another host that
 // dies without an error on this side (connectionless fabrics cannot tell dead from slow) ends
 // every wait on it with the communicator's timeout.
+//
+// Files: ofi/config.hpp (settings and their variables), ofi/operation.hpp (what is kept per
+// posted operation and registration), ofi/peer_watch.hpp and ofi/shm_region.hpp (peers on this
+// host), this header (the fabric: start-up, registration cache, posting, progress, failure,
+// cancellation; then the transport facade and its session).
 #pragma once
 
 #include "weft/bootstrap/environment.hpp"
 #include "weft/bootstrap/file_store.hpp"
 #include "weft/bootstrap/rendezvous.hpp"
+#include "weft/bootstrap/session.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/communicator.hpp"
 #include "weft/detail/env.hpp"
+#include "weft/detail/operation_pool.hpp"
+#include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
+#include "weft/transport/ofi/config.hpp"
+#include "weft/transport/ofi/operation.hpp"
 #include "weft/transport/ofi/peer_watch.hpp"
 #include "weft/transport/ofi/shm_region.hpp"
 
@@ -62,111 +72,12 @@
 
 namespace weft::ofi {
 
-struct config {
-  std::string provider;  // e.g. "shm", "tcp;ofi_rxm", "verbs;ofi_rxm", "efa", "cxi"; empty: the
-                         // first RDM provider fi_getinfo offers
-  std::string node;      // address to open the endpoint on (tcp-family providers), empty: default
-  std::string prefix = "weft";  // store keys start with it
-  std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
-  bool always_register = false;  // register buffers even when the provider does not ask (testing)
-  std::size_t max_message = 0;   // split messages above this many bytes (0: the provider's limit)
-  bool log =
-      true;  // rank 0 prints the chosen provider and fabric at start-up (WEFT_OFI_QUIET=1: not)
-  std::chrono::microseconds spin{1000};  // how long a wait polls before it also naps
 
-  // WEFT_OFI_PROVIDER, else FI_PROVIDER; WEFT_OFI_NODE; WEFT_TIMEOUT_MS; WEFT_OFI_QUIET;
-  // WEFT_OFI_REGISTER; WEFT_OFI_MAX_MESSAGE; WEFT_OFI_SPIN_US (docs/tuning.md); a value that
-  // cannot be read is refused.
-  static config from_environment() {
-    namespace env = weft::detail::env;
-    config result;
-    if (const auto value = env::text("WEFT_OFI_PROVIDER")) {
-      result.provider = *value;
-    } else if (const auto fallback = env::text("FI_PROVIDER")) {
-      result.provider = *fallback;
-    }
-    if (const auto value = env::text("WEFT_OFI_NODE")) result.node = *value;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.connect_timeout = *value;
-    if (const auto value = env::flag("WEFT_OFI_QUIET")) result.log = !*value;
-    if (const auto value = env::bytes("WEFT_OFI_MAX_MESSAGE", SIZE_MAX))
-      result.max_message = static_cast<std::size_t>(*value);
-    if (const auto value = env::flag("WEFT_OFI_REGISTER")) result.always_register = *value;
-    if (const auto value = env::microseconds("WEFT_OFI_SPIN_US")) result.spin = *value;
-    return result;
-  }
-};
-
-namespace detail {
-
-enum class status : std::uint8_t { idle, queued, posted, done, failed };
-
-struct operation;
-
-// One fabric-level post: a whole message, or one piece of a message longer than the provider's
-// largest. The fi_context2 comes first: providers that ask for FI_CONTEXT2 write into it.
-struct piece {
-  fi_context2 context{};
-  operation* owner = nullptr;
-  std::byte* data = nullptr;
-  std::size_t size = 0;
-  bool posted = false;
-};
-
-struct registration {
-  fid_mr* mr = nullptr;
-  std::uintptr_t begin = 0, end = 0;
-  int users = 0;
-  std::uint64_t last_use = 0;
-};
-
-struct operation {
-  bool is_send = false;
-  int peer = 0;
-  tag_t tag = 0;
-  std::byte* data = nullptr;  // receive buffer, or the send buffer (never written)
-  std::size_t size = 0;
-  status state = status::idle;
-  std::vector<piece> pieces;
-  std::size_t completed = 0;
-  registration* memory = nullptr;
-  bool orphan = false;  // its request is gone; freed once the fabric is done with it
-  bool cancelling = false;
-  errc code = errc::transport;
-  std::string failure;
-  operation* partner = nullptr;  // self-sends: the matching operation
-};
-
-inline std::string text_of(int code) { return fi_strerror(code < 0 ? -code : code); }
-
-}  // namespace detail
 
 class transport {
  public:
-  class request {
-   public:
-    request() = default;
-    request(request&& other) noexcept
-        : op_(std::exchange(other.op_, nullptr)), owner_(other.owner_) {}
-    request& operator=(request&& other) noexcept {
-      if (this != &other) {
-        release();
-        op_ = std::exchange(other.op_, nullptr);
-        owner_ = other.owner_;
-      }
-      return *this;
-    }
-    ~request() { release(); }
-
-   private:
-    friend class transport;
-    request(detail::operation* op, transport* owner) : op_(op), owner_(owner) {}
-    void release() {
-      if (op_ != nullptr) owner_->cancel(op_);
-      op_ = nullptr;
-    }
-    detail::operation* op_ = nullptr;
-    transport* owner_ = nullptr;
-  };
+  // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
+  using request = weft::detail::request_handle<transport, detail::operation>;
 
   // Opens an endpoint on the chosen provider and meets the other ranks through `meeting`.
   transport(int rank, int size, bootstrap::store* meeting,
@@ -236,14 +147,15 @@ class transport {
     return {state_->post(false, peer, data.data(), data.size(), tag), this};
   }
   bool wait(request& operation, deadline_clock::time_point deadline) {
-    return state_->wait(operation.op_, deadline);
+    return state_->wait(operation.operation(), deadline);
   }
   bool test(request& operation) {
     state_->progress();
-    return state_->finished(operation.op_);
+    return state_->finished(operation.operation());
   }
 
  private:
+  friend request;
   void cancel(detail::operation* op) { state_->cancel(op); }
 
   struct fabric_state {
@@ -272,8 +184,7 @@ class transport {
     // in 4 KiB chunks) without evicting in the steady state.
     static constexpr std::size_t registration_cache_entries = 4096;
     std::deque<detail::piece*> backlog;  // posts that met -FI_EAGAIN, in order
-    std::vector<std::unique_ptr<detail::operation>> storage;
-    std::vector<detail::operation*> free_ops;
+    weft::detail::operation_pool<detail::operation> pool;
     std::deque<detail::operation*> self_sends, self_receives;
     std::size_t in_flight = 0;  // operations the fabric still holds
     bool ready = false;         // every peer's address is in the address vector
@@ -586,15 +497,6 @@ class transport {
 
     // ---- posting ---------------------------------------------------------------------------
 
-    detail::operation* acquire() {
-      if (free_ops.empty()) {
-        storage.push_back(std::make_unique<detail::operation>());
-        return storage.back().get();
-      }
-      auto* op = free_ops.back();
-      free_ops.pop_back();
-      return op;
-    }
 
     void release(detail::operation* op) {
       unregister_use(op);
@@ -605,7 +507,7 @@ class transport {
       op->cancelling = false;
       op->failure.clear();
       op->partner = nullptr;
-      free_ops.push_back(op);
+      pool.release(op);
     }
 
     std::uint64_t fabric_tag(tag_t tag) const {
@@ -615,7 +517,7 @@ class transport {
 
     detail::operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag) {
       weft::detail::check_peer(rank, this->size, peer, is_send ? "send to" : "receive from");
-      auto* op = acquire();
+      auto* op = pool.acquire();
       op->is_send = is_send;
       op->peer = peer;
       op->tag = tag;
@@ -903,10 +805,9 @@ class transport {
         fi_close(&ep->fid);
       }
       ep = nullptr;
-      for (auto& owned : storage) {
-        if (owned->state == detail::status::posted)
-          fail(owned.get(), errc::transport, broken_reason);
-      }
+      pool.for_each([this](detail::operation& owned) {
+        if (owned.state == detail::status::posted) fail(&owned, errc::transport, broken_reason);
+      });
       in_flight = 0;
       release(op);
     }
@@ -917,34 +818,8 @@ class transport {
 
 static_assert(weft::transport<transport>);
 
-// A ready job from the launcher's environment over libfabric: rank 0's TCP store (or the file
-// store at WEFT_STORE_PATH) to exchange fabric addresses, the transport, the world communicator.
-// The store comes from the bootstrap (dependency('weft-bootstrap-tcp'), Boost.Asio).
-class session {
- public:
-  static session from_environment(options settings = options::from_environment()) {
-    return session(bootstrap::from_environment(), settings, config::from_environment());
-  }
-
-  session(const bootstrap::launch& where, options settings, config ofi_config)
-      : meeting_(where, deadline_clock::now() + ofi_config.connect_timeout) {
-    transport_ = std::make_unique<transport>(where.rank, where.size, meeting_.get(), ofi_config);
-    comm_ = std::make_unique<communicator<transport>>(*transport_, settings);
-  }
-
-  communicator<transport>& comm() { return *comm_; }
-  transport& endpoint() { return *transport_; }
-  bootstrap::store* meeting() { return meeting_.get(); }
-  const bootstrap::launch& launch() const { return meeting_.launched(); }
-  void close_transport() {
-    comm_.reset();
-    transport_.reset();
-  }
-
- private:
-  bootstrap::rendezvous meeting_;
-  std::unique_ptr<transport> transport_;
-  std::unique_ptr<communicator<transport>> comm_;
-};
+// A ready job from the launcher's environment over libfabric (weft/bootstrap/session.hpp): rank
+// 0's TCP store, or the file store at WEFT_STORE_PATH, to exchange fabric addresses.
+using session = basic_session<transport, config>;
 
 }  // namespace weft::ofi

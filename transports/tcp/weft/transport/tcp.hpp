@@ -23,9 +23,12 @@
 // send is first tried at once (often completing the send before the post returns); what does
 // not fit waits for the socket to drain. A wait for a receive first spins, reading that
 // receive's connection itself at every poll (one recv, no epoll round trip and no re-arming on
-// the way to the data) as well as running the event loop; then it sleeps in epoll. Measured
-// against a background progress thread, and the spin's own read against the event loop
-// alone, in docs/performance.md.
+// the way to the data) as well as running the event loop; then it sleeps in epoll (docs/design.md
+// has why, measured against a background progress thread).
+//
+// Files: tcp/config.hpp (settings and their variables), tcp/wire.hpp (frames, operations,
+// connections), this header (the engine: start-up and handshake, host tuning, sending,
+// receiving, failure; then the transport facade and its session).
 //
 // Failure. A connection that ends without the peer's goodbye (the process exited, crashed or
 // was killed) fails every pending and later request with errc::peer_lost naming that rank, and
@@ -38,13 +41,18 @@
 #include "weft/bootstrap/file_store.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/rendezvous.hpp"
+#include "weft/bootstrap/session.hpp"
 #include "weft/bootstrap/tcp_store.hpp"
 #include "weft/communicator.hpp"
 #include "weft/detail/env.hpp"
 #include "weft/detail/lists.hpp"
+#include "weft/detail/operation_pool.hpp"
+#include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
+#include "weft/transport/tcp/config.hpp"
+#include "weft/transport/tcp/wire.hpp"
 
 #include <utility>
 
@@ -78,162 +86,8 @@
 
 namespace weft::tcp {
 
-// What a TCP transport can be tuned with; from_environment() reads the WEFT_TCP_* variables.
-struct config {
-  std::string bind_address;  // where to listen; empty: this side of the route to the TCP store
-                             // (loopback for a local store), or with a file store the first
-                             // non-loopback IPv4 address of this host's name
-  std::string secret;        // every connection must present it (empty: none)
-  std::string prefix =
-      "weft";  // store keys start with it; a new world over one store needs a new one
-  std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // for the whole start-up
-  std::size_t unexpected_limit = std::size_t{256} << 20;  // bytes of early messages held
-  // Buffers of delivered early messages kept for the next ones, up to this many bytes (0: none).
-  // A large buffer from the allocator is a fresh mapping: every page faults as the socket fills
-  // it, and freeing it unmaps them all again.
-  std::size_t early_buffer_cache = std::size_t{64} << 20;
-  // SO_SNDBUF and SO_RCVBUF of every connection (0: the kernel autotunes them), except those
-  // between ranks on one host when it runs more ranks than this process has CPUs: then
-  // crowded_socket_buffer_bytes. There TCP is two kernel copies per byte on cores the ranks
-  // share, and smaller buffers keep the bytes in flight, and the pages that carry them, in
-  // cache; with a core per rank, large buffers let a sender run ahead (docs/tuning.md).
-  int socket_buffer_bytes = 4 << 20;
-  int crowded_socket_buffer_bytes = 1 << 20;
-  // How long a wait polls before it sleeps in epoll. With a core per rank nobody needs the core
-  // a waiting rank holds, and one that sleeps hands every segment of a large message to a
-  // wake-up on the other CPU: it polls for `spin` (docs/tuning.md, "Crowded hosts").
-  std::chrono::microseconds spin{20000};
-  // On a host with more ranks than CPUs the peer may need this core to push its bytes, so a
-  // wait for a message of 64 KiB or more sleeps sooner (crowded_spin), and one for a smaller
-  // message, whose time is all latency and which would pay a wake-up per message, polls for
-  // small_spin (docs/tuning.md, "Crowded hosts").
-  std::chrono::microseconds crowded_spin{50};
-  std::chrono::microseconds small_spin{300};
-  // The congestion control of the connections between ranks on one host: the first of these
-  // comma-separated names the kernel accepts (TCP_CONGESTION); empty, or none accepted: the
-  // system's (net.ipv4.tcp_congestion_control). Bytes between them never leave the host, where
-  // a congestion control that paces its sends (BBR, when no fq qdisc paces for it) only holds
-  // them back (docs/tuning.md, "Congestion control between ranks on one host"). Cubic is
-  // Linux's default; reno is the one every user may choose (cubic may be privileged where it is
-  // not the default).
-  std::string local_congestion = "cubic,reno";
-
-  // The WEFT_TIMEOUT_MS, WEFT_TCP_*, WEFT_BIND_ADDRESS and WEFT_SECRET variables
-  // (docs/tuning.md); a value that cannot be read is refused.
-  static config from_environment() {
-    namespace env = weft::detail::env;
-    constexpr std::uint64_t largest_buffer = std::numeric_limits<int>::max();
-    config result;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.connect_timeout = *value;
-    if (const auto value = env::bytes("WEFT_TCP_UNEXPECTED_BYTES", SIZE_MAX))
-      result.unexpected_limit = static_cast<std::size_t>(*value);
-    if (const auto value = env::bytes("WEFT_TCP_EARLY_CACHE_BYTES", SIZE_MAX))
-      result.early_buffer_cache = static_cast<std::size_t>(*value);
-    if (const auto value = env::bytes("WEFT_TCP_SOCKET_BUFFER", largest_buffer))
-      result.socket_buffer_bytes = static_cast<int>(*value);
-    if (const auto value = env::bytes("WEFT_TCP_CROWDED_SOCKET_BUFFER", largest_buffer))
-      result.crowded_socket_buffer_bytes = static_cast<int>(*value);
-    if (const auto value = env::microseconds("WEFT_TCP_SPIN_US")) result.spin = *value;
-    if (const auto value = env::microseconds("WEFT_TCP_CROWDED_SPIN_US"))
-      result.crowded_spin = *value;
-    if (const auto value = env::microseconds("WEFT_TCP_SMALL_SPIN_US")) result.small_spin = *value;
-    // Set but empty: an empty list, which keeps the system's congestion control.
-    if (const char* value = std::getenv("WEFT_TCP_LOCAL_CONGESTION")) result.local_congestion = value;
-    if (const auto value = env::text("WEFT_BIND_ADDRESS")) result.bind_address = *value;
-    if (const auto value = env::text("WEFT_SECRET")) result.secret = *value;
-    return result;
-  }
-};
 
 namespace detail {
-
-namespace asio = boost::asio;
-using asio::ip::tcp;
-using weft::bootstrap::store_detail::get32;
-using weft::bootstrap::store_detail::put32;
-
-inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'T', 'C', 'P', '1'};
-inline constexpr std::uint32_t protocol_version = 1;
-inline constexpr std::size_t hello_bytes = 24;   // magic | version | rank | size | secret bytes
-inline constexpr std::size_t ack_bytes = 16;     // magic | version | rank
-inline constexpr std::size_t header_bytes = 24;  // kind | zero | tag | length
-inline constexpr std::size_t inbox_bytes = 64 << 10;
-inline constexpr std::size_t direct_read_bytes = 16 << 10;  // read payloads this large in place
-inline constexpr std::size_t max_abort_bytes = 4096;
-
-enum class frame : std::uint32_t { data = 1, abort = 2, goodbye = 3 };
-
-inline void put64(std::byte* out, std::uint64_t value) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(value >> (8 * i));
-}
-inline std::uint64_t get64(const std::byte* in) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value |= std::uint64_t(std::to_integer<unsigned>(in[i])) << (8 * i);
-  return value;
-}
-
-enum class status : std::uint8_t { idle, posted, active, done, failed };
-
-struct message;
-
-// One posted send or receive (or a control frame the transport sends on its own).
-struct operation {
-  bool is_send = false;
-  int peer = 0;
-  tag_t tag = 0;
-  const std::byte* out = nullptr;  // send payload
-  std::byte* in = nullptr;         // receive buffer
-  std::size_t size = 0;
-  std::size_t offset = 0;  // send: header + payload bytes written; receive: payload bytes in
-  std::array<std::byte, header_bytes> header{};
-  status state = status::idle;
-  bool size_mismatch = false;    // a receive whose message had another size ...
-  std::size_t other_size = 0;    // ... namely this one
-  bool orphan = false;           // its request is gone; the transport frees it when written
-  std::vector<std::byte> owned;  // payload an orphaned or control send owns
-  message* source = nullptr;     // receive matched to an unexpected message still arriving
-};
-
-// A block of memory and how many bytes it holds.
-struct buffer {
-  std::unique_ptr<std::byte[]> data;
-  std::size_t capacity = 0;
-};
-
-// A message that arrived before its receive was posted. Its buffer (from the engine's cache of
-// earlier ones, or new and not zeroed) is filled by the socket.
-struct message {
-  message(tag_t t, std::size_t n, buffer b) : tag(t), size(n), storage(std::move(b)) {}
-  std::byte* bytes() const { return storage.data.get(); }
-  tag_t tag = 0;
-  std::size_t size = 0;
-  buffer storage;
-  bool complete = false;
-  operation* claimed = nullptr;  // a receive waiting for the rest of it
-};
-
-struct connection {
-  explicit connection(asio::io_context& io) : socket(io), inbox(inbox_bytes) {}
-  int peer = -1;
-  tcp::socket socket;
-  bool open = false;
-  bool goodbye = false;  // the peer announced an orderly close
-  bool read_armed = false;
-  bool write_armed = false;
-  bool paused = false;           // a header waits for a receive or for room in the unexpected queue
-  std::deque<operation*> sends;  // the front one is being written
-  std::vector<std::byte> inbox;
-  std::size_t begin = 0, end = 0;
-  // The frame being read.
-  bool in_payload = false;
-  frame kind = frame::data;
-  tag_t tag = 0;
-  std::size_t length = 0, filled = 0;
-  std::byte* sink = nullptr;       // where the payload goes; nullptr: dropped
-  operation* target = nullptr;     // the receive it fills, if any
-  message* early = nullptr;        // or the unexpected message it fills
-  std::vector<std::byte> control;  // an abort frame's payload
-};
 
 // Everything a transport owns; it stays at one address while Asio handlers refer to it.
 class engine {
@@ -317,7 +171,7 @@ class engine {
 
   operation* post_send(int peer, std::span<const std::byte> data, tag_t tag) {
     check_peer(peer, "send to");
-    operation* op = acquire();
+    operation* op = pool_.acquire();
     op->is_send = true;
     op->peer = peer;
     op->tag = tag;
@@ -345,7 +199,7 @@ class engine {
 
   operation* post_recv(int peer, std::span<std::byte> data, tag_t tag) {
     check_peer(peer, "receive from");
-    operation* op = acquire();
+    operation* op = pool_.acquire();
     op->is_send = false;
     op->peer = peer;
     op->tag = tag;
@@ -980,7 +834,7 @@ class engine {
 
   // Queues a frame the transport sends on its own (abort, goodbye).
   void queue_control(connection& c, frame kind, std::vector<std::byte> payload) {
-    operation* op = acquire();
+    operation* op = pool_.acquire();
     op->is_send = true;
     op->peer = c.peer;
     op->owned = std::move(payload);
@@ -1344,16 +1198,6 @@ class engine {
     op->orphan = true;
   }
 
-  operation* acquire() {
-    if (free_.empty()) {
-      storage_.push_back(std::make_unique<operation>());
-      return storage_.back().get();
-    }
-    operation* op = free_.back();
-    free_.pop_back();
-    return op;
-  }
-
   void release(operation* op) {
     op->state = status::idle;
     op->orphan = false;
@@ -1362,7 +1206,7 @@ class engine {
     op->other_size = 0;
     op->size_mismatch = false;
     op->owned.clear();
-    free_.push_back(op);
+    pool_.release(op);
   }
 
   // First member: destroyed last, after every socket. Only the thread that waits on this
@@ -1392,8 +1236,7 @@ class engine {
   std::string local_congestion_;          // connections to this host's ranks': choose_congestion (empty: the system's)
   std::string lost_reason_;
   bootstrap::store_detail::rejection_log rejected_;
-  std::vector<std::unique_ptr<operation>> storage_;
-  std::vector<operation*> free_;
+  weft::detail::operation_pool<operation> pool_;
 };
 
 }  // namespace detail
@@ -1403,31 +1246,8 @@ class transport {
  public:
   static constexpr std::string_view tuning_key = "tcp";
 
-  class request {
-   public:
-    request() = default;
-    request(request&& other) noexcept
-        : op_(std::exchange(other.op_, nullptr)), owner_(other.owner_) {}
-    request& operator=(request&& other) noexcept {
-      if (this != &other) {
-        release();
-        op_ = std::exchange(other.op_, nullptr);
-        owner_ = other.owner_;
-      }
-      return *this;
-    }
-    ~request() { release(); }
-
-   private:
-    friend class transport;
-    request(detail::operation* op, detail::engine* owner) : op_(op), owner_(owner) {}
-    void release() {
-      if (op_ != nullptr) owner_->cancel(op_);
-      op_ = nullptr;
-    }
-    detail::operation* op_ = nullptr;
-    detail::engine* owner_ = nullptr;
-  };
+  // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
+  using request = weft::detail::request_handle<detail::engine, detail::operation>;
 
   // Joins a world of `size` ranks as `rank`, meeting the others through `meeting` (not needed
   // for one rank). Returns when connected to every other rank; throws errc::timeout naming the
@@ -1447,9 +1267,9 @@ class transport {
     return {engine_->post_recv(peer, data, tag), engine_.get()};
   }
   bool wait(request& operation, deadline_clock::time_point deadline) {
-    return engine_->wait(operation.op_, deadline);
+    return engine_->wait(operation.operation(), deadline);
   }
-  bool test(request& operation) { return engine_->test(operation.op_); }
+  bool test(request& operation) { return engine_->test(operation.operation()); }
 
   // Tells every rank that `culprit` failed: their pending and later waits throw peer_lost naming
   // it. The communicator calls it when one of its waits fails, so no rank waits out its timeout.
@@ -1482,37 +1302,7 @@ class transport {
 
 static_assert(weft::transport<transport>);
 
-// A ready job from the launcher's environment: the store (served by rank 0), the transport and
-// the world communicator. WEFT_TIMEOUT_MS bounds the start-up as it bounds every wait.
-class session {
- public:
-  static session from_environment(options settings = options::from_environment()) {
-    return session(bootstrap::from_environment(), settings, config::from_environment());
-  }
-
-  session(const bootstrap::launch& where, options settings, config tcp_config)
-      : meeting_(where, deadline_clock::now() + tcp_config.connect_timeout) {
-    if (!where.bind_address.empty()) tcp_config.bind_address = where.bind_address;
-    tcp_config.secret = meeting_.secret();
-    transport_ = std::make_unique<transport>(where.rank, where.size, meeting_.get(), tcp_config);
-    comm_ = std::make_unique<communicator<transport>>(*transport_, settings);
-  }
-
-  communicator<transport>& comm() { return *comm_; }
-  // Closes the communicator and the transport (saying goodbye to every peer), keeping the store
-  // (rank 0 goes on serving it) so a new transport can be built over it.
-  void close_transport() {
-    comm_.reset();
-    transport_.reset();
-  }
-  transport& endpoint() { return *transport_; }
-  bootstrap::store* meeting() { return meeting_.get(); }
-  const bootstrap::launch& launch() const { return meeting_.launched(); }
-
- private:
-  bootstrap::rendezvous meeting_;  // declared first: outlives the transport
-  std::unique_ptr<transport> transport_;
-  std::unique_ptr<communicator<transport>> comm_;
-};
+// A ready job from the launcher's environment over TCP (weft/bootstrap/session.hpp).
+using session = basic_session<transport, config>;
 
 }  // namespace weft::tcp

@@ -1,0 +1,49 @@
+// weft/detail/request_handle.hpp — the request every transport hands out for a posted send or
+// receive: a move-only handle of one operation that cancels it when dropped before completion.
+//
+// Lifetime: the operation belongs to its owner (the transport or its engine), which frees it
+// once it has completed and nothing refers to it. A handle destroyed, or assigned over, while it
+// still holds its operation calls owner->cancel(op): the owner takes the operation back from
+// the fabric (or waits, bounded, until the fabric lets go of its buffer) so that the caller's
+// buffer is never touched after the handle is gone. The owner's wait and test read the
+// operation through operation(). Owner::cancel must be reachable from here: public, or the
+// owner befriends request_handle.
+#pragma once
+
+#include <utility>
+
+namespace weft::detail {
+
+template <class Owner, class Operation>
+class request_handle {
+ public:
+  request_handle() = default;
+  request_handle(Operation* op, Owner* owner) noexcept : op_(op), owner_(owner) {}
+  request_handle(request_handle&& other) noexcept
+      : op_(std::exchange(other.op_, nullptr)), owner_(other.owner_) {}
+  request_handle& operator=(request_handle&& other) noexcept {
+    if (this != &other) {
+      release();
+      op_ = std::exchange(other.op_, nullptr);
+      owner_ = other.owner_;
+    }
+    return *this;
+  }
+  request_handle(const request_handle&) = delete;
+  request_handle& operator=(const request_handle&) = delete;
+  ~request_handle() { release(); }
+
+  // The operation this handle holds; nullptr for an empty or moved-from handle.
+  Operation* operation() const noexcept { return op_; }
+
+ private:
+  void release() {
+    if (op_ != nullptr) owner_->cancel(op_);
+    op_ = nullptr;
+  }
+
+  Operation* op_ = nullptr;
+  Owner* owner_ = nullptr;
+};
+
+}  // namespace weft::detail
