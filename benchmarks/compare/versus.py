@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""Two of weft's algorithms side by side: weft-bench runs of each, alternating, several rounds.
+"""Two of weft's algorithms, or two builds of weft, side by side: weft-bench runs of each,
+alternating, several rounds.
 
     python3 benchmarks/compare/versus.py --a recursive_doubling --b direct [--system weft-tcp]
         [--ranks 4] [--rounds 6] [--collective allreduce] [-b 8] [-e 1K] [-f 4] [-n 100] [-w 5]
+    python3 benchmarks/compare/versus.py --a automatic --b automatic --build-b OTHER_BUILD ...
+
+With --build-b, B runs the weft-bench of another build (the same algorithm before and after a
+change, say); --a and --b may then name the same algorithm.
 
 Each round runs weft-bench once with --algorithm A and once with --algorithm B (which goes
 first alternates from round to round), with compare.py's command line for the system (weft-tcp
@@ -27,7 +32,7 @@ from compare import ROOT, Systems, parse_size
 
 def run_once(systems, args, algorithm, scratch):
     """{(bytes, form): time_us} of one weft-bench run with this algorithm."""
-    json_path = os.path.join(scratch, f"{algorithm}.json")
+    json_path = os.path.join(scratch, "run.json")
     piece = (args.min_bytes, args.max_bytes, args.iterations)
     argv, env = systems.command(args.system, args.ranks, args.collective, piece, json_path, scratch)
     argv = argv + ["--algorithm", algorithm]
@@ -53,6 +58,7 @@ def main():
     parser.add_argument("--b", required=True, help="an algorithm name, or automatic")
     parser.add_argument("--system", default="weft-tcp", choices=("weft-tcp", "weft-shm"))
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--build-b", default=None, help="run B from this build's weft-bench")
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--collective", default="allreduce")
@@ -66,27 +72,34 @@ def main():
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    if args.a == args.b:
-        parser.error("--a and --b name the same algorithm")
+    if args.a == args.b and args.build_b is None:
+        parser.error("--a and --b name the same algorithm (give --build-b to compare two builds)")
     args.min_bytes, args.max_bytes = parse_size(args.min_bytes), parse_size(args.max_bytes)
     args.no_shm, args.smoke = args.system != "weft-shm", False
-    systems = Systems(args)  # exits with a clear message when weft-bench is not built
+    sides = {"A": (args.a, Systems(args))}  # Systems exits with a clear message when weft-bench is not built
+    if args.build_b is not None:
+        sides["B"] = (args.b, Systems(argparse.Namespace(**{**vars(args), "build": args.build_b})))
+    else:
+        sides["B"] = (args.b, sides["A"][1])
 
-    times = {args.a: [], args.b: []}
+    times = {"A": [], "B": []}
     with tempfile.TemporaryDirectory() as scratch:
         for round_index in range(args.rounds):
-            order = [args.a, args.b] if round_index % 2 == 0 else [args.b, args.a]
-            for algorithm in order:
-                print(f"versus.py: round {round_index + 1}/{args.rounds}: {algorithm}", file=sys.stderr, flush=True)
-                times[algorithm].append(run_once(systems, args, algorithm, scratch))
+            order = ["A", "B"] if round_index % 2 == 0 else ["B", "A"]
+            for side in order:
+                algorithm, systems = sides[side]
+                print(f"versus.py: round {round_index + 1}/{args.rounds}: {side} ({algorithm})", file=sys.stderr,
+                      flush=True)
+                times[side].append(run_once(systems, args, algorithm, scratch))
 
+    b_name = args.b if args.build_b is None else f"{args.b} from {args.build_b}"
     print(f"# {args.system}, {args.ranks} ranks, {args.collective}, {args.rounds} rounds of weft-bench -n "
-          f"{args.iterations} -w {args.warmup}; A = {args.a}, B = {args.b}; times are medians over the rounds")
+          f"{args.iterations} -w {args.warmup}; A = {args.a}, B = {b_name}; times are medians over the rounds")
     print("| size (B) | form | A (us) | B (us) | B / A | B / A within a round | rounds A faster |")
     print("|---|---|---|---|---|---|---|")
-    for key in sorted(times[args.a][0]):
-        a_times = [run[key] for run in times[args.a] if key in run]
-        b_times = [run[key] for run in times[args.b] if key in run]
+    for key in sorted(times["A"][0]):
+        a_times = [run[key] for run in times["A"] if key in run]
+        b_times = [run[key] for run in times["B"] if key in run]
         if len(a_times) != args.rounds or len(b_times) != args.rounds:
             continue
         ratios = [b / a for a, b in zip(a_times, b_times)]

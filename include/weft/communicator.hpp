@@ -10,9 +10,10 @@
 //     and a timeout names this rank, the peer, the collective, the algorithm and the step.
 #pragma once
 
+#include "weft/call.hpp"
 #include "weft/detail/bytes.hpp"
-#include "weft/detail/env.hpp"
 #include "weft/error.hpp"
+#include "weft/options.hpp"
 #include "weft/transport.hpp"
 #include "weft/tuning/cost_model.hpp"
 
@@ -30,114 +31,6 @@
 #include <vector>
 
 namespace weft {
-
-enum class collective : std::uint8_t {
-  allreduce,
-  broadcast,
-  reduce,
-  allgather,
-  allgatherv,
-  reduce_scatter,
-  alltoall,
-  alltoallv,
-  gather,
-  scatter,
-  barrier,
-  send,
-  recv,
-  split,
-  sendrecv,
-};
-
-constexpr std::string_view to_string(collective kind) noexcept {
-  constexpr std::array<std::string_view, 15> names = {
-      "allreduce", "broadcast", "reduce",  "allgather", "allgatherv", "reduce_scatter", "alltoall",
-      "alltoallv", "gather",    "scatter", "barrier",   "send",       "recv",           "split",
-      "sendrecv"};
-  return names[static_cast<std::size_t>(kind)];
-}
-
-struct options {
-  // Longest any single wait may block before it throws errc::timeout.
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  // Pipelined algorithms move messages in pieces of at most this many bytes ...
-  std::size_t chunk_bytes = std::size_t{1} << 20;
-  // ... except those that reduce each piece (ring's and recursive halving's exchanges, the
-  // double binary tree): pieces of this many bytes, sized so that a piece is still in cache
-  // when it is reduced and sent on. 0: the transport's measured size (its row in
-  // tuning/cost_model.hpp; 256 KiB over TCP), else chunk_bytes.
-  std::size_t reduce_chunk_bytes = 0;
-  // direct's exchanges with everyone, on 3 or more ranks, send a block of at least this many
-  // bytes only once its receiver has posted the receive and said so (a zero-byte message), so
-  // ranks that start early do not spend the CPUs pushing blocks to ranks that have not started.
-  // Unset: the transport's measured size (64 KiB over TCP, never elsewhere); 0: never.
-  std::optional<std::size_t> handshake_bytes;
-  // Before each collective, ranks compare what they were asked to do (errc::mismatch).
-  bool check = false;
-
-  // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
-  // WEFT_HANDSHAKE_BYTES and WEFT_CHECK (docs/tuning.md); a value that cannot be read is refused.
-  static options from_environment() {
-    namespace env = detail::env;
-    options result;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.timeout = *value;
-    if (const auto value = env::bytes("WEFT_CHUNK_BYTES", largest_piece))
-      result.chunk_bytes = std::max<std::size_t>(1, static_cast<std::size_t>(*value));
-    if (const auto value = env::bytes("WEFT_REDUCE_CHUNK_BYTES", largest_piece))
-      result.reduce_chunk_bytes = static_cast<std::size_t>(*value);
-    if (const auto value = env::bytes("WEFT_HANDSHAKE_BYTES", SIZE_MAX))
-      result.handshake_bytes = static_cast<std::size_t>(*value);
-    if (const auto value = env::flag("WEFT_CHECK")) result.check = *value;
-    return result;
-  }
-  // The largest piece size the environment may ask for (1 TiB).
-  static constexpr std::uint64_t largest_piece = std::uint64_t{1} << 40;
-};
-
-// What one collective call did on this rank.
-struct report {
-  std::string_view collective;
-  std::string_view algorithm;
-  int steps = 0;                // communication steps this rank took part in
-  std::uint64_t bytes_sent = 0; // bytes this rank handed to the transport
-};
-
-// What a rank was asked to do, compared across ranks in check mode.
-struct call_signature {
-  collective kind = collective::barrier;
-  std::uint32_t element_size = 0;
-  std::int32_t root = -1;
-  std::uint64_t count = 0;
-  std::array<char, 16> type{};
-  std::array<char, 16> op{};
-  std::array<char, 24> algorithm{};
-
-  static void assign(std::array<char, 16>& field, std::string_view text) {
-    copy_text(field.data(), field.size(), text);
-  }
-  static void assign(std::array<char, 24>& field, std::string_view text) {
-    copy_text(field.data(), field.size(), text);
-  }
-  static void copy_text(char* field, std::size_t capacity, std::string_view text) {
-    const std::size_t length = std::min(capacity - 1, text.size());
-    std::memcpy(field, text.data(), length);
-    field[length] = '\0';
-  }
-
-  std::string describe() const {
-    std::string text(to_string(kind));
-    text += "(count " + std::to_string(count) + ", " + type.data();
-    if (op[0] != '\0') text += std::string(", ") + op.data();
-    if (root >= 0) text += ", root " + std::to_string(root);
-    text += std::string(", algorithm ") + algorithm.data() + ")";
-    return text;
-  }
-  bool same_call(const call_signature& other) const {
-    return kind == other.kind && element_size == other.element_size && root == other.root &&
-           count == other.count && type == other.type && op == other.op &&
-           algorithm == other.algorithm;
-  }
-};
 
 template <transport T>
 class communicator {

@@ -2,10 +2,12 @@
 // Transports live in their own headers: <weft/transport/inproc.hpp>, ...
 #pragma once
 
+#include "weft/call.hpp"
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/ops.hpp"
+#include "weft/options.hpp"
 #include "weft/transport.hpp"
 #include "weft/types.hpp"

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "weft/bootstrap/store.hpp"
+#include "weft/detail/little_endian.hpp"
 #include "weft/error.hpp"
 
 #include <utility>
@@ -50,14 +51,8 @@ inline constexpr std::size_t max_secret_bytes = 256;
 inline constexpr std::size_t max_clients = 4096;
 inline constexpr auto hello_time = std::chrono::seconds(5);
 
-inline void put32(std::byte* out, std::uint32_t value) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<std::byte>(value >> (8 * i));
-}
-inline std::uint32_t get32(const std::byte* in) {
-  std::uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= std::uint32_t(std::to_integer<unsigned>(in[i])) << (8 * i);
-  return value;
-}
+using weft::detail::get32;
+using weft::detail::put32;
 
 // Compares in time independent of where the first difference is.
 inline bool same_secret(std::string_view a, std::string_view b) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "weft/bootstrap/tcp_store.hpp"
+#include "weft/detail/little_endian.hpp"
 #include "weft/transport.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -26,8 +27,10 @@ namespace weft::tcp::detail {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
-using weft::bootstrap::store_detail::get32;
-using weft::bootstrap::store_detail::put32;
+using weft::detail::get32;
+using weft::detail::get64;
+using weft::detail::put32;
+using weft::detail::put64;
 
 inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'T', 'C', 'P', '1'};
 inline constexpr std::uint32_t protocol_version = 1;
@@ -39,15 +42,6 @@ inline constexpr std::size_t direct_read_bytes = 16 << 10;  // read payloads thi
 inline constexpr std::size_t max_abort_bytes = 4096;
 
 enum class frame : std::uint32_t { data = 1, abort = 2, goodbye = 3 };
-
-inline void put64(std::byte* out, std::uint64_t value) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(value >> (8 * i));
-}
-inline std::uint64_t get64(const std::byte* in) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value |= std::uint64_t(std::to_integer<unsigned>(in[i])) << (8 * i);
-  return value;
-}
 
 enum class status : std::uint8_t { idle, posted, active, done, failed };
 

@@ -1,0 +1,53 @@
+// weft/options.hpp — a communicator's options: how long a wait may block, the piece sizes of
+// pipelined algorithms, direct's handshake, check mode; each also read from the environment
+// (docs/tuning.md has every variable).
+#pragma once
+
+#include "weft/detail/env.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace weft {
+
+struct options {
+  // Longest any single wait may block before it throws errc::timeout.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // Pipelined algorithms move messages in pieces of at most this many bytes ...
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  // ... except those that reduce each piece (ring's and recursive halving's exchanges, the
+  // double binary tree): pieces of this many bytes, sized so that a piece is still in cache
+  // when it is reduced and sent on. 0: the transport's measured size (its row in
+  // tuning/cost_model.hpp; 256 KiB over TCP), else chunk_bytes.
+  std::size_t reduce_chunk_bytes = 0;
+  // direct's exchanges with everyone, on 3 or more ranks, send a block of at least this many
+  // bytes only once its receiver has posted the receive and said so (a zero-byte message), so
+  // ranks that start early do not spend the CPUs pushing blocks to ranks that have not started.
+  // Unset: the transport's measured size (64 KiB over TCP, never elsewhere); 0: never.
+  std::optional<std::size_t> handshake_bytes;
+  // Before each collective, ranks compare what they were asked to do (errc::mismatch).
+  bool check = false;
+
+  // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
+  // WEFT_HANDSHAKE_BYTES and WEFT_CHECK (docs/tuning.md); a value that cannot be read is refused.
+  static options from_environment() {
+    namespace env = detail::env;
+    options result;
+    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.timeout = *value;
+    if (const auto value = env::bytes("WEFT_CHUNK_BYTES", largest_piece))
+      result.chunk_bytes = std::max<std::size_t>(1, static_cast<std::size_t>(*value));
+    if (const auto value = env::bytes("WEFT_REDUCE_CHUNK_BYTES", largest_piece))
+      result.reduce_chunk_bytes = static_cast<std::size_t>(*value);
+    if (const auto value = env::bytes("WEFT_HANDSHAKE_BYTES", SIZE_MAX))
+      result.handshake_bytes = static_cast<std::size_t>(*value);
+    if (const auto value = env::flag("WEFT_CHECK")) result.check = *value;
+    return result;
+  }
+  // The largest piece size the environment may ask for (1 TiB).
+  static constexpr std::uint64_t largest_piece = std::uint64_t{1} << 40;
+};
+
+}  // namespace weft
