@@ -33,7 +33,6 @@
 #include "weft/types.hpp"
 
 #include <cstdint>
-#include <numeric>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,6 +65,7 @@ report allreduce(communicator<Transport>& comm, std::type_identity_t<std::span<c
                 "weft::allreduce: this algorithm does not implement allreduce; use weft::ring, "
                 "weft::double_binary_tree, weft::recursive_doubling, weft::recursive_halving, "
                 "weft::direct or weft::automatic");
+  detail::check_extent(comm, collective::allreduce, "the input", in);
   detail::check_size(comm, collective::allreduce, "the output", out.size(), in.size());
   detail::check_overlap(comm, collective::allreduce, std::as_bytes(in), std::as_bytes(out),
                         std::as_bytes(std::span<const T>(out)));
@@ -94,8 +94,10 @@ report reduce_scatter(communicator<Transport>& comm, std::type_identity_t<std::s
   static_assert(detail::implements_v<Algorithm, call, communicator<Transport>>,
                 "weft::reduce_scatter: this algorithm does not implement reduce_scatter; use "
                 "weft::ring, weft::recursive_halving, weft::direct or weft::automatic");
+  detail::check_extent(comm, collective::reduce_scatter, "the input", all);
   detail::check_size(comm, collective::reduce_scatter, "the input", all.size(),
-                     mine.size() * static_cast<std::size_t>(comm.size()));
+                     detail::product(comm, collective::reduce_scatter, "the output times the ranks",
+                                     mine.size(), static_cast<std::size_t>(comm.size())));
   detail::check_overlap(comm, collective::reduce_scatter, std::as_bytes(all), std::as_bytes(mine));
   const detail::reducer combine(comm.memory(), op, std::type_identity<T>{});
   const call description{std::as_bytes(all), std::as_writable_bytes(mine), &combine, -1,
@@ -117,6 +119,7 @@ report reduce(communicator<Transport>& comm, std::type_identity_t<std::span<cons
                 "weft::reduce: this algorithm does not implement reduce; use weft::binomial_tree, "
                 "weft::direct or weft::automatic");
   detail::check_root(comm, collective::reduce, root);
+  detail::check_extent(comm, collective::reduce, "the input", in);
   if (comm.rank() == root) {
     detail::check_size(comm, collective::reduce, "the root's output", out.size(), in.size());
     detail::check_overlap(comm, collective::reduce, std::as_bytes(in), std::as_bytes(out),
@@ -145,6 +148,7 @@ report broadcast(communicator<Transport>& comm, std::span<T> data, int root, Alg
                 "weft::broadcast: this algorithm does not implement broadcast; use "
                 "weft::binomial_tree, weft::ring, weft::direct or weft::automatic");
   detail::check_root(comm, collective::broadcast, root);
+  detail::check_extent(comm, collective::broadcast, "the data", data);
   detail::broadcast_call description{{sizeof(T), detail::type_name<T>()}, std::as_writable_bytes(data), root};
   return detail::execute<Algorithm>(comm, description);
 }
@@ -160,7 +164,9 @@ report allgather(communicator<Transport>& comm, std::type_identity_t<std::span<c
                 "weft::allgather: this algorithm does not implement allgather; use weft::ring, "
                 "weft::recursive_doubling, weft::bruck, weft::direct or weft::automatic");
   const auto p = static_cast<std::size_t>(comm.size());
-  detail::check_size(comm, collective::allgather, "the output", all.size(), p * mine.size());
+  detail::check_extent(comm, collective::allgather, "the output", all);
+  detail::check_size(comm, collective::allgather, "the output", all.size(),
+                     detail::product(comm, collective::allgather, "the input times the ranks", p, mine.size()));
   const auto own_block = std::span<const T>(all).subspan(
       std::min(all.size(), static_cast<std::size_t>(comm.rank()) * mine.size()),
       std::min(mine.size(), all.size()));
@@ -182,8 +188,9 @@ report allgatherv(communicator<Transport>& comm, std::type_identity_t<std::span<
   detail::check_size(comm, collective::allgatherv, "counts", counts.size(), p);
   detail::check_size(comm, collective::allgatherv, "this rank's input", mine.size(),
                      counts[static_cast<std::size_t>(comm.rank())]);
+  detail::check_extent(comm, collective::allgatherv, "the output", all);
   detail::check_size(comm, collective::allgatherv, "the output", all.size(),
-                     std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
+                     detail::total(comm, collective::allgatherv, "counts", counts));
   auto displs = comm.indices(4, p + 1);
   detail::count_displacements(displs, counts, sizeof(T));
   const detail::layout blocks{displs};
@@ -205,6 +212,7 @@ report alltoall(communicator<Transport>& comm, std::type_identity_t<std::span<co
                 "weft::alltoall: this algorithm does not implement alltoall; use weft::pairwise, "
                 "weft::bruck, weft::direct or weft::automatic");
   const auto p = static_cast<std::size_t>(comm.size());
+  detail::check_extent(comm, collective::alltoall, "the input", in);
   if (in.size() % p != 0) {
     detail::invalid(comm.rank(), collective::alltoall,
                     "the input has " + std::to_string(in.size()) +
@@ -229,10 +237,12 @@ report alltoallv(communicator<Transport>& comm, std::type_identity_t<std::span<c
   const auto p = static_cast<std::size_t>(comm.size());
   detail::check_size(comm, collective::alltoallv, "in_counts", in_counts.size(), p);
   detail::check_size(comm, collective::alltoallv, "out_counts", out_counts.size(), p);
+  detail::check_extent(comm, collective::alltoallv, "the input", in);
+  detail::check_extent(comm, collective::alltoallv, "the output", out);
   detail::check_size(comm, collective::alltoallv, "the input", in.size(),
-                     std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0}));
+                     detail::total(comm, collective::alltoallv, "in_counts", in_counts));
   detail::check_size(comm, collective::alltoallv, "the output", out.size(),
-                     std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0}));
+                     detail::total(comm, collective::alltoallv, "out_counts", out_counts));
   detail::check_overlap(comm, collective::alltoallv, std::as_bytes(in), std::as_bytes(out));
   auto in_displs = comm.indices(4, p + 1);
   auto out_displs = comm.indices(5, p + 1);
@@ -258,9 +268,12 @@ report gather(communicator<Transport>& comm, std::type_identity_t<std::span<cons
                 "weft::gather: this algorithm does not implement gather; use "
                 "weft::binomial_tree, weft::direct or weft::automatic");
   detail::check_root(comm, collective::gather, root);
+  detail::check_extent(comm, collective::gather, "the input", mine);
   if (comm.rank() == root) {
+    detail::check_extent(comm, collective::gather, "the root's output", all);
     detail::check_size(comm, collective::gather, "the root's output", all.size(),
-                       static_cast<std::size_t>(comm.size()) * mine.size());
+                       detail::product(comm, collective::gather, "the input times the ranks",
+                                       static_cast<std::size_t>(comm.size()), mine.size()));
     detail::check_overlap(comm, collective::gather, std::as_bytes(mine), std::as_bytes(all));
   }
   detail::gather_call description{{sizeof(T), detail::type_name<T>()}, std::as_bytes(mine),
@@ -276,9 +289,12 @@ report scatter(communicator<Transport>& comm, std::type_identity_t<std::span<con
                 "weft::scatter: this algorithm does not implement scatter; use "
                 "weft::binomial_tree, weft::direct or weft::automatic");
   detail::check_root(comm, collective::scatter, root);
+  detail::check_extent(comm, collective::scatter, "the output", mine);
   if (comm.rank() == root) {
+    detail::check_extent(comm, collective::scatter, "the root's input", all);
     detail::check_size(comm, collective::scatter, "the root's input", all.size(),
-                       static_cast<std::size_t>(comm.size()) * mine.size());
+                       detail::product(comm, collective::scatter, "the output times the ranks",
+                                       static_cast<std::size_t>(comm.size()), mine.size()));
     detail::check_overlap(comm, collective::scatter, std::as_bytes(all), std::as_bytes(mine));
   }
   detail::scatter_call description{{sizeof(T), detail::type_name<T>()}, std::as_bytes(all),
@@ -304,7 +320,9 @@ template <transport Transport, class T>
   requires element<std::remove_const_t<T>>
 report send(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
   detail::check_peer(comm, collective::send, "peer", peer, tag);
-  comm.begin(collective::send, "direct");
+  detail::check_not_self(comm, collective::send, peer);
+  detail::check_extent(comm, collective::send, "the data", data);
+  const auto scope = comm.begin(collective::send, "direct");
   comm.next_step();
   auto operation = comm.send_user(peer, std::as_bytes(data), tag);
   comm.wait(operation);
@@ -314,7 +332,9 @@ report send(communicator<Transport>& comm, std::span<T> data, int peer, int tag 
 template <transport Transport, element T>
 report recv(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
   detail::check_peer(comm, collective::recv, "peer", peer, tag);
-  comm.begin(collective::recv, "direct");
+  detail::check_not_self(comm, collective::recv, peer);
+  detail::check_extent(comm, collective::recv, "the data", data);
+  const auto scope = comm.begin(collective::recv, "direct");
   comm.next_step();
   auto operation = comm.recv_user(peer, std::as_writable_bytes(data), tag);
   comm.wait(operation);
@@ -329,8 +349,10 @@ report sendrecv(communicator<Transport>& comm, std::span<T> out, int dest, std::
                 int source, int tag = 0) {
   detail::check_peer(comm, collective::sendrecv, "destination", dest, tag);
   detail::check_peer(comm, collective::sendrecv, "source", source, tag);
+  detail::check_extent(comm, collective::sendrecv, "the data sent", out);
+  detail::check_extent(comm, collective::sendrecv, "the data received", in);
   detail::check_overlap(comm, collective::sendrecv, std::as_bytes(out), std::as_bytes(in));
-  comm.begin(collective::sendrecv, "direct");
+  const auto scope = comm.begin(collective::sendrecv, "direct");
   comm.next_step();
   auto receiving = comm.recv_user(source, std::as_writable_bytes(in), tag);
   auto sending = comm.send_user(dest, std::as_bytes(out), tag);

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -227,6 +228,12 @@ class communicator {
     return elements * element_size;
   }
 
+  // Staging for two pieces of a pipelined reduction whose targets hold at most `largest` bytes
+  // (a piece is never larger than its target, whatever the piece size asked for).
+  std::size_t reduce_staging_bytes(std::size_t element_size, std::size_t largest) const {
+    return 2 * std::min(reduce_chunk_bytes(element_size), largest);
+  }
+
   // Blocks of at least this many bytes wait for their receiver's word (options::handshake_bytes,
   // else the transport's measured size); 0: none do.
   std::size_t handshake_bytes() const {
@@ -242,18 +249,41 @@ class communicator {
 
   // ---- what the facade uses ----------------------------------------------------------------
 
-  // Starts a collective call: refuses if an earlier call failed, and takes a new sequence number.
-  void begin(collective kind, std::string_view algorithm) {
-    if (broken_) {
-      throw error(broken_code_, describe_rank() + " refuses " + std::string(to_string(kind)) +
-                                    ": this communicator failed earlier (" + broken_message_ +
-                                    "); build a new communicator");
+  // The call in progress on this communicator; ends when destroyed (however the call ends).
+  class call_scope {
+   public:
+    explicit call_scope(std::atomic<bool>& busy) noexcept : busy_(&busy) {}
+    call_scope(call_scope&& other) noexcept : busy_(std::exchange(other.busy_, nullptr)) {}
+    call_scope(const call_scope&) = delete;
+    call_scope& operator=(const call_scope&) = delete;
+    call_scope& operator=(call_scope&&) = delete;
+    ~call_scope() {
+      if (busy_ != nullptr) busy_->store(false, std::memory_order_release);
     }
+
+   private:
+    std::atomic<bool>* busy_;
+  };
+
+  // Starts a collective call: refuses a second thread while one is inside a call (a
+  // communicator serves one thread at a time: its sequence numbers, scratch and requests are
+  // the call's), refuses if an earlier call failed, and takes a new sequence number.
+  [[nodiscard]] call_scope begin(collective kind, std::string_view algorithm) {
+    if (in_call_.exchange(true, std::memory_order_acquire)) {
+      throw error(errc::invalid_argument,
+                  describe_rank() + ": " + std::string(to_string(kind)) +
+                      ": another thread is inside a call on this communicator; a communicator "
+                      "serves one thread at a time: give each thread its own (dup() or split()); "
+                      "nothing was sent");
+    }
+    call_scope scope(in_call_);
+    refuse_if_broken(to_string(kind));
     ++sequence_;
     collective_ = kind;
     algorithm_ = algorithm;
     step_ = 0;
     bytes_sent_ = 0;
+    return scope;
   }
 
   report finish() const {
@@ -330,7 +360,7 @@ class communicator {
       throw error(errc::invalid_argument,
                   describe_rank() + ": split color must be >= 0, got " + std::to_string(color));
     }
-    begin(collective::split, "direct");
+    const auto scope = begin(collective::split, "direct");
     const auto p = static_cast<std::size_t>(size());
     std::vector<std::array<int, 2>> all(p);
     std::vector<std::array<int, 2>> mine(p, std::array<int, 2>{color, key});
@@ -353,6 +383,7 @@ class communicator {
   // A communicator with the same ranks and its own tag space. Every rank must call dup in the
   // same order; no message is exchanged.
   communicator dup() {
+    refuse_if_broken("dup");
     communicator child(*transport_, settings_, derive_context(0xffffffffu));
     child.ranks_ = ranks_;
     child.rank_ = rank_;
@@ -378,8 +409,17 @@ class communicator {
     return result;
   }
 
+  // A collective's tag: context (32 bits) | 0 (the user-tag bit) | the collective (4 bits) | the
+  // call's sequence number (19 bits) | channel (8 bits). The collective is in the tag so that
+  // ranks that call different collectives never match each other's messages, even of the same
+  // size: they time out naming the call rather than return another collective's data. The
+  // statement channel (check mode's and split's exchange) leaves the collective out, so that
+  // check mode can compare calls that differ in it.
+  static constexpr int statement_channel = 255;
+  static_assert(static_cast<int>(collective::sendrecv) < 0xf, "the collective takes 4 bits of a tag");
   tag_t call_tag(int channel) const {
-    return (tag_t{context_} << 32) | ((tag_t{sequence_} & 0x7fffffu) << 8) |
+    const tag_t kind = channel == statement_channel ? 0xf : static_cast<tag_t>(collective_);
+    return (tag_t{context_} << 32) | (kind << 27) | ((tag_t{sequence_} & 0x7ffffu) << 8) |
            static_cast<tag_t>(channel);
   }
 
@@ -401,10 +441,10 @@ class communicator {
     operations.reserve(2 * static_cast<std::size_t>(p));
     next_step();
     for (int i = 0; i < p; ++i) {
-      operations.push_back(recv(i, all.subspan(static_cast<std::size_t>(i) * each, each), 255));
+      operations.push_back(recv(i, all.subspan(static_cast<std::size_t>(i) * each, each), statement_channel));
     }
     for (int j = 0; j < p; ++j) {
-      operations.push_back(send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), 255));
+      operations.push_back(send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), statement_channel));
     }
     for (auto& operation : operations) wait(operation);
   }
@@ -435,6 +475,15 @@ class communicator {
     if (operation.combine_ != nullptr) {
       (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
       operation.combine_ = nullptr;
+    }
+  }
+
+  // After a timeout or a lost peer, every later call and dup throw what the failure threw.
+  void refuse_if_broken(std::string_view what) const {
+    if (broken_) {
+      throw error(broken_code_, describe_rank() + " refuses " + std::string(what) +
+                                    ": this communicator failed earlier (" + broken_message_ +
+                                    "); build a new communicator");
     }
   }
 
@@ -511,6 +560,7 @@ class communicator {
   int step_ = 0;
   std::uint64_t bytes_sent_ = 0;
   bool broken_ = false;
+  std::atomic<bool> in_call_{false};  // a thread is inside a call (begin's call_scope)
   errc broken_code_ = errc::transport;
   std::string broken_message_;
 };

@@ -604,7 +604,7 @@ TEST_CASE("a message of the wrong size is an error naming both sizes", "[tcp]") 
     try {
       wait_for(transport, receive);
     } catch (const weft::error& failure) {
-      CHECK(failure.code() == weft::errc::transport);
+      CHECK(failure.code() == weft::errc::mismatch);
       message = failure.what();
     }
     int done = 0;

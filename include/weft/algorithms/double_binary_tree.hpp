@@ -104,11 +104,13 @@ struct double_binary_tree {
       tree_state.in = t == 0 ? in.first(first_half) : in.subspan(first_half);
       tree_state.pieces = detail::chunk_count(tree_state.out.size(), chunk);
     }
-    // Two incoming slots per (tree, child), double-buffered by chunk parity.
-    auto slots = comm.scratch(8 * chunk);
+    // Two incoming slots per (tree, child), double-buffered by chunk parity; a slot holds a
+    // piece, never larger than the larger half.
+    const std::size_t slot_bytes = std::min(chunk, std::max(trees[0].out.size(), trees[1].out.size()));
+    auto slots = comm.scratch(8 * slot_bytes);
     auto slot = [&](int t, int child, std::size_t j, std::size_t size) {
       const std::size_t index = static_cast<std::size_t>(t * 4 + child * 2) + j % 2;
-      return slots.subspan(index * chunk, size);
+      return slots.subspan(index * slot_bytes, size);
     };
     const std::size_t pieces = std::max(trees[0].pieces, trees[1].pieces);
 

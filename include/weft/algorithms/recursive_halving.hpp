@@ -48,7 +48,7 @@ struct recursive_halving {
     if (p == 1) return comm.copy(out, in);
     const detail::folding fold(p);
     const bool folds = fold.p2 != p;
-    const std::size_t slots_size = 2 * comm.reduce_chunk_bytes(combine.element_size());
+    const std::size_t slots_size = comm.reduce_staging_bytes(combine.element_size(), out.size());
     const detail::bytes scratch = comm.scratch(slots_size + (folds ? out.size() : 0));
     // Without folding, the first halving step reads `in` and reduces into `out`: no copy.
     detail::const_bytes first = in;
@@ -78,7 +78,7 @@ struct recursive_halving {
     if (p == 1) return comm.copy(out, in.first(out.size()));  // one rank: in is out-sized
     const detail::folding fold(p);
     const std::size_t n = out.size();
-    const std::size_t slots_size = 2 * comm.reduce_chunk_bytes(combine.element_size());
+    const std::size_t slots_size = comm.reduce_staging_bytes(combine.element_size(), in.size());
     auto scratch = comm.scratch(2 * in.size() + slots_size);
     const detail::bytes work = scratch.first(in.size());
     const detail::bytes incoming = scratch.subspan(in.size(), in.size());

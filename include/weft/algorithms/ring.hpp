@@ -71,8 +71,8 @@ struct ring {
     const detail::layout blocks = comm.equal_blocks(0, p, out.size());
     // Partial sums of the other blocks travel through two block-sized scratch buffers, used in
     // turn: the block received at step k is sent on at step k+1. Our own block lands in `out`.
-    const std::size_t chunk = comm.reduce_chunk_bytes(combine.element_size());
-    auto scratch = comm.scratch(2 * out.size() + 2 * chunk);
+    const std::size_t staging = comm.reduce_staging_bytes(combine.element_size(), out.size());
+    auto scratch = comm.scratch(2 * out.size() + staging);
     const int r = comm.rank();
     reduce_scatter_steps(
         comm, blocks, in, combine,
@@ -154,7 +154,7 @@ struct ring {
     const int r = comm.rank();
     const int left = detail::mod(r - 1, p);
     const int right = detail::mod(r + 1, p);
-    if (slots.empty()) slots = comm.scratch(2 * comm.reduce_chunk_bytes(combine.element_size()));
+    if (slots.empty()) slots = comm.scratch(comm.reduce_staging_bytes(combine.element_size(), blocks.largest()));
     for (int k = 0; k < p - 1; ++k) {
       comm.next_step();
       const int send_block = detail::mod(r - k - 1, p);

@@ -1,6 +1,7 @@
 // weft/detail/argument_checks.hpp — the checks every collective call makes on its own arguments
 // before anything is sent: a root or peer that is not a rank, a negative tag, buffers of the
-// wrong size, input and output overlapping other than in place. Each throws
+// wrong size or too large to count in bytes, sizes whose product or sum overflows, input and
+// output overlapping other than in place. Each throws
 // errc::invalid_argument naming the rank, the collective and what is wrong, and saying that
 // nothing was sent.
 #pragma once
@@ -12,6 +13,7 @@
 #include "weft/types.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -62,6 +64,52 @@ void check_overlap(const Comm& comm, collective kind, const_bytes in, const_byte
           allowed.empty() ? "input and output buffers overlap; use separate buffers"
                           : "input and output buffers overlap other than in place (in place means "
                             "the input is exactly this rank's part of the output)");
+}
+
+// A blocking send (or receive) to this rank itself waits for its own matching call, which the
+// same thread can never make: refused at once rather than after the whole timeout.
+template <class Comm>
+void check_not_self(const Comm& comm, collective kind, int peer) {
+  if (peer == comm.rank()) {
+    invalid(comm.rank(), kind,
+            std::string("a blocking ") + (kind == collective::send ? "send to" : "receive from") +
+                " this rank itself can never be matched; use sendrecv (which posts both first)");
+  }
+}
+
+// A buffer whose byte count does not fit a size_t (a span made from a wrong count) would pass
+// every other check with its byte count wrapped, and the call would do nothing.
+template <class Comm, class T>
+void check_extent(const Comm& comm, collective kind, std::string_view what, std::span<T> buffer) {
+  if (buffer.size() > SIZE_MAX / sizeof(T)) {
+    invalid(comm.rank(), kind,
+            std::string(what) + " has " + std::to_string(buffer.size()) + " elements of " +
+                std::to_string(sizeof(T)) + " bytes, more bytes than a size_t counts");
+  }
+}
+
+// a * b elements, refused when the product overflows (it would wrap to a small size that the
+// buffers could then match).
+template <class Comm>
+std::size_t product(const Comm& comm, collective kind, std::string_view what, std::size_t a, std::size_t b) {
+  std::size_t result = 0;
+  if (__builtin_mul_overflow(a, b, &result)) {
+    invalid(comm.rank(), kind,
+            std::string(what) + ": " + std::to_string(a) + " x " + std::to_string(b) + " elements overflows");
+  }
+  return result;
+}
+
+// The sum of `counts`, refused when it overflows.
+template <class Comm>
+std::size_t total(const Comm& comm, collective kind, std::string_view what, std::span<const std::size_t> counts) {
+  std::size_t result = 0;
+  for (const std::size_t count : counts) {
+    if (__builtin_add_overflow(result, count, &result)) {
+      invalid(comm.rank(), kind, std::string(what) + " add up to more elements than a size_t counts");
+    }
+  }
+  return result;
 }
 
 template <class Comm>

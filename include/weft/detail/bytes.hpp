@@ -27,6 +27,12 @@ struct layout {
   std::size_t size(int block) const { return offset(block + 1) - offset(block); }
   // Blocks [first, last) as one contiguous byte range.
   std::size_t span_size(int first, int last) const { return offset(last) - offset(first); }
+  // The size of the largest block.
+  std::size_t largest() const {
+    std::size_t most = 0;
+    for (int block = 0; block < parts(); ++block) most = std::max(most, size(block));
+    return most;
+  }
 };
 
 // Fills displs (parts + 1 entries) so `count` elements of `element_size` bytes are cut into
@@ -89,7 +95,8 @@ class reducer {
 namespace weft::detail {
 
 // Number of pieces of at most `chunk` bytes that cover `size` bytes (0 for an empty range).
-inline std::size_t chunk_count(std::size_t size, std::size_t chunk) { return (size + chunk - 1) / chunk; }
+// Written so that no piece size, up to SIZE_MAX, wraps it (size + chunk - 1 would).
+inline std::size_t chunk_count(std::size_t size, std::size_t chunk) { return size == 0 ? 0 : (size - 1) / chunk + 1; }
 
 // Piece `index` of a byte range cut into pieces of `chunk` bytes (the last may be shorter).
 template <class Byte>

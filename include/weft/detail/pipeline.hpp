@@ -27,6 +27,7 @@ void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes tar
   const std::size_t send_pieces = chunk_count(source.size(), chunk);
   const std::size_t recv_pieces = chunk_count(target.size(), chunk);
   const std::size_t gather_pieces = Forward ? chunk_count(gathered.size(), chunk) : 0;
+  const std::size_t slot = std::min(chunk, target.size());  // staging per incoming piece
   typename Comm::pending receives[2];
   typename Comm::pending sends[2];
   typename Comm::pending forwards[2];
@@ -35,7 +36,7 @@ void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes tar
     if (j < recv_pieces) {
       const bytes into = piece(target, j, chunk);
       receives[j % 2] = comm.recv_reduce(from, into, piece(own, j, chunk), combine,
-                                         slots.subspan((j % 2) * chunk, into.size()));
+                                         slots.subspan((j % 2) * slot, into.size()));
     }
     if (j < send_pieces) sends[j % 2] = comm.send(to, piece(source, j, chunk));
     if (j < gather_pieces) gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
@@ -55,7 +56,8 @@ void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes tar
   comm.wait_all(forwards[0], forwards[1]);
 }
 
-// `slots` holds two chunks of staging (2 * comm.reduce_chunk_bytes(element size) bytes).
+// `slots` holds two pieces of staging (comm.reduce_staging_bytes(element size, target.size())
+// bytes, or more).
 template <class Comm, class Reducer>
 void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes target, const_bytes own,
                      const Reducer& combine, bytes slots) {

@@ -59,7 +59,7 @@ concept runs = Call::template supported<Algorithm, Comm> &&
 
 template <class Algorithm, class Comm, class Call>
 report run_with(Comm& comm, const Call& call) {
-  comm.begin(Call::kind, Algorithm::name);
+  const auto scope = comm.begin(Call::kind, Algorithm::name);
   if (comm.settings().check) call.check(comm, Algorithm::name);
   try {
     call.template run<Algorithm>(comm);

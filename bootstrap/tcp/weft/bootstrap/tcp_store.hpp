@@ -16,6 +16,7 @@
 
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/little_endian.hpp"
+#include "weft/detail/owning_process.hpp"
 #include "weft/error.hpp"
 
 #include <utility>
@@ -124,6 +125,11 @@ class tcp_store_server {
   tcp_store_server(const tcp_store_server&) = delete;
   tcp_store_server& operator=(const tcp_store_server&) = delete;
   ~tcp_store_server() {
+    if (owner_.forked()) {  // a forked child's copy: the thread and the listening socket are the parent's
+      io_.notify_fork(store_detail::asio::execution_context::fork_child);
+      thread_.detach();
+      return;
+    }
     io_.stop();
     thread_.join();
   }
@@ -268,6 +274,7 @@ class tcp_store_server {
   }
 
   std::string secret_;
+  weft::detail::owning_process owner_;
   store_detail::asio::io_context io_{1};
   store_detail::tcp::acceptor acceptor_;
   std::thread thread_;
@@ -294,6 +301,12 @@ class tcp_store final : public store {
       throw error(errc::invalid_argument, "WEFT_SECRET is longer than 256 bytes");
     }
     connect(deadline);
+  }
+  tcp_store(const tcp_store&) = delete;
+  tcp_store& operator=(const tcp_store&) = delete;
+  ~tcp_store() override {
+    // A forked child's copy closes its socket without touching the parent's registration of it.
+    if (owner_.forked()) io_.notify_fork(store_detail::asio::execution_context::fork_child);
   }
 
   void set(std::string_view key, std::string_view value) override {
@@ -453,6 +466,7 @@ class tcp_store final : public store {
   unsigned short port_;
   std::string secret_;
   std::string where_;
+  weft::detail::owning_process owner_;
   store_detail::asio::io_context io_{1};
   store_detail::tcp::socket socket_;
   bool timed_out_ = false;

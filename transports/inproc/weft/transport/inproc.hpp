@@ -30,8 +30,10 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -278,8 +280,8 @@ class basic_transport {
     const detail::state status = node->status.load(std::memory_order_acquire);
     if (status == detail::state::done) return true;
     const int peer = node->is_send ? node->destination : node->source;
-    if (status == detail::state::failed) {
-      throw error(errc::transport,
+    if (status == detail::state::failed) {  // the two sides disagree on the size: calls that differ
+      throw error(errc::mismatch,
                   "rank " + std::to_string(rank_) + (node->is_send ? " sent " : " expected ") +
                       std::to_string(node->size) + " bytes " + (node->is_send ? "to" : "from") +
                       " rank " + std::to_string(peer) + " but the peer's matching " +
@@ -390,7 +392,7 @@ void run(world<Memory>& shared, Function&& fn, options settings = options::from_
   std::mutex first_mutex;
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(shared.size()));
-  for (int rank = 0; rank < shared.size(); ++rank) {
+  auto start_rank = [&](int rank) {
     threads.emplace_back([&, rank] {
       try {
         basic_transport<Memory> endpoint = shared.endpoint(rank);
@@ -414,6 +416,25 @@ void run(world<Memory>& shared, Function&& fn, options settings = options::from_
         shared.abort(rank, "unknown exception");
       }
     });
+  };
+  // A rank whose thread cannot be started fails the world: the ranks already running stop
+  // with peer_lost naming it, and run throws once they have (a std::thread left running would
+  // end the process).
+  auto start_failed = [&](int rank, const char* why) {
+    const std::string reason = "inproc::run could not start the thread of rank " + std::to_string(rank) +
+                               " of " + std::to_string(shared.size()) + ": " + why;
+    shared.abort(rank, reason);
+    for (auto& thread : threads) thread.join();
+    throw error(errc::transport, reason);
+  };
+  for (int rank = 0; rank < shared.size(); ++rank) {
+    try {
+      start_rank(rank);
+    } catch (const std::system_error& failure) {
+      start_failed(rank, failure.what());
+    } catch (const std::bad_alloc&) {
+      start_failed(rank, "out of memory");
+    }
   }
   for (auto& thread : threads) thread.join();
   if (first) std::rethrow_exception(first);

@@ -51,7 +51,7 @@ inline void engine::complete(piece* p, const fi_cq_tagged_entry* entry) {
   operation* op = p->owner;
   if (entry != nullptr && !op->is_send && entry->len != p->size &&
       op->state != status::failed) {
-    fail(op, errc::transport, size_mismatch(op->size, entry->len, op->tag));
+    fail(op, errc::mismatch, size_mismatch(op->size, entry->len, op->tag));
   }
   if (++op->completed < op->pieces.size()) return;
   --in_flight_;
@@ -78,7 +78,7 @@ inline void engine::read_error() {
                           failure.err == FI_EHOSTUNREACH || failure.err == FI_ETIMEDOUT ||
                           failure.err == EPIPE || failure.err == FI_EIO;
   if (failure.err == FI_ETRUNC || failure.err == FI_EMSGSIZE) {
-    fail(op, errc::transport, size_mismatch(op->size, failure.olen + failure.len, op->tag));
+    fail(op, errc::mismatch, size_mismatch(op->size, failure.olen + failure.len, op->tag));
   } else {
     fail(op, connection ? errc::peer_lost : errc::transport,
          who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +

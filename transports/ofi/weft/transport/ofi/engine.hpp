@@ -11,6 +11,7 @@
 
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/operation_pool.hpp"
+#include "weft/detail/owning_process.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
@@ -221,6 +222,7 @@ class engine {
     pool_.release(op);
   }
 
+  weft::detail::owning_process owner_;
   int rank_ = 0;
   int size_ = 1;
   config settings_;

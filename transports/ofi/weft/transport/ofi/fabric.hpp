@@ -78,6 +78,13 @@ inline engine::engine(int rank, int size, bootstrap::store* meeting, const confi
 }
 
 inline engine::~engine() {
+  if (owner_.forked()) {
+    // A forked child's copy: the endpoint, the registrations and the watcher's thread are the
+    // parent's. Say no farewell and close nothing (the parent's peers would lose it).
+    static_cast<void>(watch_.release());
+    registrations_.abandon();
+    return;
+  }
   try {
     farewell();
     // Give the fabric a moment to finish what it still holds (orphaned sends).

@@ -80,7 +80,7 @@ inline void engine::post_self(operation* op) {
   auto* sent = op->is_send ? op : other;
   auto* received = op->is_send ? other : op;
   if (sent->size != received->size) {
-    fail(received, errc::transport, size_mismatch(received->size, sent->size, received->tag));
+    fail(received, errc::mismatch, size_mismatch(received->size, sent->size, received->tag));
     sent->state = status::done;
     return;
   }

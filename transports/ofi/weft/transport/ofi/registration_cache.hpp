@@ -113,6 +113,13 @@ class registration_cache {
     }
   }
 
+  // Forgets every registration without closing it (a forked child's copy: they are the
+  // parent's).
+  void abandon() {
+    entries_.clear();
+    retired_.clear();
+  }
+
   // Closes every registration (after the endpoint that used them).
   void close() {
     for (auto& [begin, entry] : entries_) fi_close(&entry->mr->fid);

@@ -11,6 +11,7 @@
 #include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/tcp_store.hpp"
 #include "weft/detail/operation_pool.hpp"
+#include "weft/detail/owning_process.hpp"
 #include "weft/error.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/tcp/config.hpp"
@@ -278,8 +279,9 @@ class engine {
     pool_.release(op);
   }
 
-  // First member: destroyed last, after every socket. Only the thread that waits on this
-  // transport runs it, so Asio's internal locking is switched off.
+  weft::detail::owning_process owner_;
+  // Destroyed after every socket. Only the thread that waits on this transport runs it, so
+  // Asio's internal locking is switched off.
   asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
   int rank_;
   int size_;
@@ -299,6 +301,7 @@ class engine {
   std::deque<operation*> self_sends_;
   std::vector<std::string> peer_reason_;  // why each lost peer is lost
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
+  std::string given_up_reason_;           // another rank declared this one lost: every wait fails
   bool closing_ = false;                  // in the destructor: read and drop, report nothing
   bool crowded_ = false;                  // this host runs more ranks than this process has CPUs
   std::string system_congestion_;         // a new socket's congestion control (the system's)

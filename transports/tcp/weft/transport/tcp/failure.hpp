@@ -20,17 +20,23 @@ namespace weft::tcp::detail {
 
 // True once done; throws when the operation cannot finish.
 inline bool engine::finished(operation* op) {
-  if (op->state == status::done) return true;
+  if (op->state == status::done && given_up_reason_.empty()) return true;
   // Plain pointers, not strings: this runs on every poll of a pending operation, and only the
   // throwing paths below need the words.
   const char* const verb = op->is_send ? "sending " : "receiving ";
   const char* const direction = op->is_send ? " bytes to rank " : " bytes from rank ";
-  if (op->state == status::failed && op->size_mismatch) {
-    throw error(errc::transport, "rank " + std::to_string(rank_) + " expected " +
+  if (op->state == status::failed && op->size_mismatch) {  // the two sides' calls differ
+    throw error(errc::mismatch, "rank " + std::to_string(rank_) + " expected " +
                                      std::to_string(op->size) + " bytes from rank " +
                                      std::to_string(op->peer) + " but the message has " +
                                      std::to_string(op->other_size) + " bytes (tag " +
                                      std::to_string(op->tag) + ")");
+  }
+  if (!given_up_reason_.empty()) {
+    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
+                                     std::to_string(op->size) + direction + std::to_string(op->peer) +
+                                     ": the other ranks count this rank as lost (" + given_up_reason_ +
+                                     "); it was stopped or slower than their timeout");
   }
   if (lost_rank_ >= 0) {
     throw error(errc::peer_lost,

@@ -34,6 +34,17 @@ namespace weft::tcp::detail {
 // and make an orderly close look like a crash. Both phases give up after notice_time (a peer
 // that is not inside its transport does not answer).
 inline engine::~engine() {
+  if (owner_.forked()) {
+    // A forked child's copy: the connections are the parent's. Close this copy of each socket
+    // (the parent's stay open) without a goodbye or a shutdown, which would end them for both.
+    io_.notify_fork(asio::execution_context::fork_child);
+    boost::system::error_code ignored;
+    for (auto& owned : connections_) {
+      if (owned) owned->socket.close(ignored);
+    }
+    acceptor_.close(ignored);
+    return;
+  }
   closing_ = true;
   for (auto& owned : connections_) {
     if (owned && owned->open) queue_control(*owned, frame::goodbye, {});

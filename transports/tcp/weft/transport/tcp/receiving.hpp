@@ -205,7 +205,11 @@ inline void engine::finish_payload(connection& c) {
       const int failed = static_cast<int>(get32(c.control.data()));
       const std::string reason(reinterpret_cast<const char*>(c.control.data()) + 4,
                                c.control.size() - 4);
-      if (failed != rank_ && lost_rank_ < 0 && failed >= 0 && failed < size_) {
+      if (failed == rank_ && given_up_reason_.empty()) {
+        // This rank was too slow, or stopped, past another's timeout: what it is in the middle
+        // of has already failed there, so it must not complete here.
+        given_up_reason_ = "rank " + std::to_string(c.peer) + " gave up on it: " + reason;
+      } else if (failed != rank_ && lost_rank_ < 0 && failed >= 0 && failed < size_) {
         lost_rank_ = failed;
         lost_reason_ = "reported by rank " + std::to_string(c.peer) + ": " + reason;
       }
