@@ -79,6 +79,24 @@ TEST_CASE("the store client gives up on an absent store with a timeout", "[boots
   CHECK(std::chrono::steady_clock::now() - start < 3s);
 }
 
+TEST_CASE("a store host that does not resolve is said at once, not waited out", "[bootstrap][store]") {
+  // .invalid never resolves (RFC 2606). Where the name service answers, that is known at once;
+  // where it does not answer at all, the client retries and then says it could not resolve.
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    weft::bootstrap::tcp_store client("no-such-host.invalid", 29500, "", weft::deadline_clock::now() + 20s);
+    FAIL("resolved no-such-host.invalid");
+  } catch (const weft::error& failure) {
+    INFO(failure.what());
+    CHECK_THAT(failure.what(), Catch::Contains("no-such-host.invalid") && Catch::Contains("resolve"));
+    if (failure.code() == weft::errc::invalid_argument) {
+      CHECK(std::chrono::steady_clock::now() - start < 10s);
+    } else {
+      CHECK(failure.code() == weft::errc::timeout);
+    }
+  }
+}
+
 TEST_CASE("the file store", "[bootstrap][store]") {
   const auto directory =
       std::filesystem::temp_directory_path() / ("weft-file-store-" + std::to_string(::getpid()));

@@ -7,8 +7,9 @@ time. RANKS_PROGRAM is the transport's build of ranks.hpp (tcp_ranks, ofi_ranks)
 weft-run   the collective slice on 2, 3 and 4 processes under weft-run, and weft-run's own
            behaviour: rank prefixes, a failing rank, a killed rank, --timeout, --bind-to
 failures   ranks started by hand from the environment: meeting through a file store, a rank
-           killed mid-collective, a rank that closes its transport, a rank that never starts,
-           a store that never comes, a wrong secret
+           killed mid-collective, a rank that closes its transport, a rank later than the
+           others' timeout, a rank whose forked child exits, a rank that never starts, a store
+           that never comes, a wrong secret
 mpirun     the slice under Open MPI's mpirun --oversubscribe (skipped without mpirun)
 netns      two ranks in separate network namespaces joined by a veth pair (skipped where
            namespaces cannot be made)
@@ -225,6 +226,23 @@ def scenario_failures(ranks_program):
     failure_run(ranks_program, "kill", 4, 2)
     failure_run(ranks_program, "close", 4, 1)
     failure_run(ranks_program, "kill", 3, 1)
+
+    # A rank that joins 3 timeouts late (stopped, then resumed) fails the call the others gave up
+    # on, rather than completing it.
+    # Rank 0 times out waiting for rank 1 and says so to it: rank 1, late, reads rank 0's data
+    # and that notice together.
+    processes = start_ranks(range(2), 2, [ranks_program, "stall", "1"], timeout_ms=1000)
+    results = collect(processes, timeout=60)
+    check(results[1][0] == 0 and "late rank failed" in results[1][1] and "count this rank as lost" in results[1][1],
+          "a rank later than the others' timeout fails the call they gave up on", results[1][1])
+    check(results[0][0] == 0 and "gave up" in results[0][1],
+          "a rank later than the timeout: rank 0 gives up on it", results[0][1])
+
+    # A forked child that returns from main leaves the parent's connections alone.
+    processes = start_ranks(range(3), 3, [ranks_program, "fork", "1"], timeout_ms=10000)
+    for rank, (code, output) in collect(processes, timeout=60).items():
+        check(code == 0 and "fork ok" in output,
+              "a forked child of rank 1 that returns from main: rank %d goes on" % rank, output)
 
     # Rank 3 of 4 never starts: the others time out at start-up, naming it.
     processes = start_ranks(range(3), 4, [ranks_program, "slice"], timeout_ms=2000)

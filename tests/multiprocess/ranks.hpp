@@ -12,6 +12,10 @@
 //   flood V          as kill, but the others send V 32 MiB messages while it receives them, so
 //                    that it dies in the middle of copying one (on libfabric's shm provider,
 //                    holding the lock of its shared region)
+//   stall V          rank V joins an allreduce 3 timeouts late (as a rank stopped and resumed):
+//                    the others time out or are told; V must fail the call too, not complete it
+//   fork V           rank V forks a child that returns from main (destroying its copy of the
+//                    session); the job must go on: every rank's allreduce and barrier succeed
 //
 // Exit status 0 when the rank saw what it had to; lines starting "detected" carry the times.
 //
@@ -26,6 +30,9 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <iostream>
 #include <thread>
 
@@ -158,6 +165,50 @@ int failing(typename Traits::session& job, int victim, bool kill, bool flood = f
   return 0;
 }
 
+// A rank that is too late for the others' timeout must not complete the call they gave up on.
+template <class Traits>
+int stall(typename Traits::session& job, int victim) {
+  auto& comm = job.comm();
+  std::vector<float> data(1000, 1.0f);
+  if (comm.rank() == victim) std::this_thread::sleep_for(3 * comm.settings().timeout);
+  try {
+    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+  } catch (const weft::error& failure) {
+    std::cout << (comm.rank() == victim ? "late rank failed: " : "gave up: ") << failure.what() << std::endl;
+    return 0;
+  }
+  std::cout << "completed the allreduce (" << data[0] << ")" << (comm.rank() == victim ? " although the others gave up on it" : "")
+            << std::endl;
+  return 1;
+}
+
+// A forked child's copy of the session must not end the parent's connections.
+template <class Traits>
+int forking(typename Traits::session& job, int victim) {
+  auto& comm = job.comm();
+  if (comm.rank() == victim) {
+    std::cout << std::flush;
+    const pid_t child = ::fork();
+    if (child < 0) {
+      std::cout << "fork failed" << std::endl;
+      return 1;
+    }
+    if (child == 0) return 0;  // the child returns from main: its copy of the session is destroyed
+    int status = 0;
+    ::waitpid(child, &status, 0);
+  }
+  std::this_thread::sleep_for(200ms);  // what the child did, if anything, reaches the others
+  std::vector<float> data(1000, 1.0f);
+  weft::allreduce(comm, std::span<float>(data), weft::sum{});
+  weft::barrier(comm);
+  if (data[0] != static_cast<float>(comm.size())) {
+    std::cout << "wrong sum " << data[0] << std::endl;
+    return 1;
+  }
+  std::cout << "fork ok" << std::endl;
+  return 0;
+}
+
 template <class Traits>
 int ranks_main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "slice";
@@ -168,7 +219,10 @@ int ranks_main(int argc, char** argv) {
     if (scenario == "close" && argc > 2) return failing<Traits>(job, std::stoi(argv[2]), false);
     if (scenario == "flood" && argc > 2)
       return failing<Traits>(job, std::stoi(argv[2]), true, true);
-    std::cerr << "usage: " << argv[0] << " slice | kill RANK | close RANK | flood RANK" << std::endl;
+    if (scenario == "stall" && argc > 2) return stall<Traits>(job, std::stoi(argv[2]));
+    if (scenario == "fork" && argc > 2) return forking<Traits>(job, std::stoi(argv[2]));
+    std::cerr << "usage: " << argv[0] << " slice | kill RANK | close RANK | flood RANK | stall RANK | fork RANK"
+              << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -114,3 +114,25 @@ TEST_CASE("the communicator's variables refuse what they cannot read", "[env]") 
   refused("WEFT_REDUCE_CHUNK_BYTES", "18446744073709551615", options);
   for (const char* value : {"2", "maybe", "TRUE "}) refused("WEFT_CHECK", value, options);
 }
+
+TEST_CASE("WEFT_ALGO: every item is read, and a malformed one is refused", "[env]") {
+  using weft::collective;
+  {
+    scoped_environment set("WEFT_ALGO", "broadcast=ring,,allreduce=recursive_halving,");
+    CHECK(weft::tuning::algorithm_override(collective::allreduce) == "recursive_halving");
+    CHECK(weft::tuning::algorithm_override(collective::broadcast) == "ring");
+    CHECK(weft::tuning::algorithm_override(collective::alltoall).empty());
+  }
+  for (const char* bad : {"Allreduce=ring", "allreduce = ring", "allreduce= ring", "banana", "allreduce=",
+                          "allreduce=ring,banana", "allreduce=ring=direct", "sendrecv=direct"}) {
+    INFO(bad);
+    scoped_environment set("WEFT_ALGO", bad);
+    try {
+      static_cast<void>(weft::tuning::algorithm_override(collective::allreduce));
+      FAIL("accepted WEFT_ALGO=" << bad);
+    } catch (const weft::error& failure) {
+      CHECK(failure.code() == weft::errc::invalid_argument);
+      CHECK_THAT(failure.what(), Catch::Contains("WEFT_ALGO") && Catch::Contains("collective=algorithm"));
+    }
+  }
+}

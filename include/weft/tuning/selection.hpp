@@ -15,6 +15,7 @@
 #include "weft/error.hpp"
 #include "weft/tuning/cost_model.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -34,14 +35,26 @@ inline std::string_view algorithm_override(collective kind) {
   const auto value = detail::env::text("WEFT_ALGO");
   if (!value) return {};
   std::string_view spec = *value;
+  std::string_view chosen;
   while (!spec.empty()) {
     const std::string_view item = detail::next_item(spec);
+    if (item.empty()) continue;
     const auto equals = item.find('=');
-    if (equals != std::string_view::npos && item.substr(0, equals) == to_string(kind)) {
-      return item.substr(equals + 1);
+    const std::string_view name = item.substr(0, std::min(equals, item.size()));
+    const std::string_view algorithm = equals == std::string_view::npos ? "" : item.substr(equals + 1);
+    bool known = false;
+    for (int k = 0; k <= static_cast<int>(collective::barrier); ++k) {
+      known = known || name == to_string(static_cast<collective>(k));
     }
+    // Every item is read, so that a misspelt one is refused rather than silently ignored.
+    if (!known || algorithm.empty() || algorithm.find_first_of(" \t=") != std::string_view::npos) {
+      detail::env::refuse("WEFT_ALGO", *value,
+                          "a comma-separated list of collective=algorithm (e.g. allreduce=ring,"
+                          "broadcast=binomial_tree): '" + std::string(item) + "' is not one");
+    }
+    if (name == to_string(kind)) chosen = algorithm;
   }
-  return {};
+  return chosen;
 }
 
 }  // namespace tuning

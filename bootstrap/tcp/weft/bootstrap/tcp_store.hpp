@@ -355,11 +355,20 @@ class tcp_store final : public store {
     namespace asio = store_detail::asio;
     using store_detail::tcp;
     std::string last_failure = "no attempt";
+    bool unresolved = false;
     while (true) {
       boost::system::error_code failure;
       tcp::resolver resolver(io_);
       const auto endpoints = resolver.resolve(host_, std::to_string(port_), failure);
-      if (!failure) {
+      if (failure == asio::error::host_not_found || failure == asio::error::service_not_found) {
+        // The name service says the name does not exist: waiting will not change that.
+        throw error(errc::invalid_argument, "the tcp store's host '" + host_ + "' (WEFT_STORE " + where_ +
+                                                ") does not resolve: " + failure.message());
+      }
+      if (failure) {
+        unresolved = true;  // the name service did not answer (yet): retried
+      } else {
+        unresolved = false;
         bool done = false;
         asio::async_connect(socket_, endpoints,
                             [&](boost::system::error_code result, const tcp::endpoint&) {
@@ -374,6 +383,10 @@ class tcp_store final : public store {
       boost::system::error_code ignored;
       socket_.close(ignored);
       if (deadline_clock::now() + std::chrono::milliseconds(50) >= deadline) {
+        if (unresolved) {
+          throw error(errc::timeout, "could not resolve the tcp store's host '" + host_ + "' (WEFT_STORE " +
+                                         where_ + "): " + last_failure);
+        }
         throw error(errc::timeout, "could not reach the tcp store at " + where_ + " (" +
                                        last_failure +
                                        "); rank 0 serves it: has it started, and is WEFT_STORE the "

@@ -254,6 +254,7 @@ class engine {
 
   // Failure (tcp/failure.hpp): a connection that ended, and telling every rank.
   void lose(connection& c, const std::string& why);
+  void lose_after_reading(connection& c, const std::string& why);
   void broadcast_abort();
 
   // A fresh operation for a send or receive of `size` bytes (its buffer is the caller's to set).

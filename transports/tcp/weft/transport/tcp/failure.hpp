@@ -108,6 +108,14 @@ inline void engine::lose(connection& c, const std::string& why) {
   broadcast_abort();
 }
 
+// A write to c.peer failed (it closed or reset the connection): what it sent before it went
+// may still be unread, an abort notice or a goodbye among it, and that, not the broken pipe,
+// says why. Read it first.
+inline void engine::lose_after_reading(connection& c, const std::string& why) {
+  drain(c);  // ends in lose(c, "end of stream") when the peer closed in order
+  lose(c, why);
+}
+
 // Sends (lost_rank_, lost_reason_) to every rank still connected.
 inline void engine::broadcast_abort() {
   std::vector<std::byte> notice(4 + std::min(lost_reason_.size(), max_abort_bytes - 4));

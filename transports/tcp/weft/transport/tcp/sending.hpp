@@ -78,7 +78,7 @@ inline void engine::flush(connection& c) {
       arm_write(c);
       return;
     }
-    if (failure) return lose(c, failure.message());
+    if (failure) return lose_after_reading(c, failure.message());
     while (written > 0 && !c.sends.empty()) {
       operation* op = c.sends.front();
       const std::size_t left = header_bytes + op->size - op->offset;
