@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -94,6 +95,56 @@ TEST_CASE("a store host that does not resolve is said at once, not waited out", 
     } else {
       CHECK(failure.code() == weft::errc::timeout);
     }
+  }
+}
+
+namespace {
+
+// claim sets a key only once; a get waiting on the key is answered by the claim. (A store client
+// serves one thread: the waiter has its own.)
+void claims_once(weft::bootstrap::store& first, weft::bootstrap::store& second, weft::bootstrap::store& third) {
+  std::optional<std::string> seen;
+  std::thread waiter([&] { seen = third.get("claimed", weft::deadline_clock::now() + 10s); });
+  std::this_thread::sleep_for(50ms);
+  CHECK(first.claim("claimed", "host-a pid 1") == "host-a pid 1");
+  CHECK(second.claim("claimed", "host-b pid 2") == "host-a pid 1");
+  CHECK(first.claim("claimed", "host-a pid 1") == "host-a pid 1");
+  waiter.join();
+  CHECK(seen == "host-a pid 1");
+  // Two processes as one rank: the second is told, naming the first.
+  first.set("job/tcp-rank/3", "host-a pid 1");
+  try {
+    weft::bootstrap::claim_rank(second, "job/tcp-rank/3", 3);
+    FAIL("a second process took rank 3");
+  } catch (const weft::error& failure) {
+    CHECK(failure.code() == weft::errc::invalid_argument);
+    CHECK_THAT(failure.what(), Catch::Contains("rank 3 is already taken by host-a pid 1") &&
+                                   Catch::Contains(weft::bootstrap::this_process()));
+  }
+  weft::bootstrap::claim_rank(second, "job/tcp-rank/4", 4);  // free: taken
+  weft::bootstrap::claim_rank(first, "job/tcp-rank/4", 4);   // by this process: still its own
+}
+
+}  // namespace
+
+TEST_CASE("a claim sets a key once, and two processes cannot take one rank", "[bootstrap][store]") {
+  SECTION("tcp store") {
+    weft::bootstrap::tcp_store_server server("127.0.0.1", 0, "s");
+    weft::bootstrap::tcp_store a("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
+    weft::bootstrap::tcp_store b("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
+    weft::bootstrap::tcp_store c("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
+    claims_once(a, b, c);
+  }
+  SECTION("file store") {
+    const auto directory = std::filesystem::temp_directory_path() / ("weft-claim-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(directory);
+    {
+      weft::bootstrap::file_store a(directory);
+      weft::bootstrap::file_store b(directory);
+      weft::bootstrap::file_store c(directory);
+      claims_once(a, b, c);
+    }
+    std::filesystem::remove_all(directory);
   }
 }
 

@@ -8,8 +8,8 @@ weft-run   the collective slice on 2, 3 and 4 processes under weft-run, and weft
            behaviour: rank prefixes, a failing rank, a killed rank, --timeout, --bind-to
 failures   ranks started by hand from the environment: meeting through a file store, a rank
            killed mid-collective, a rank that closes its transport, a rank later than the
-           others' timeout, a rank whose forked child exits, a rank that never starts, a store
-           that never comes, a wrong secret
+           others' timeout, a rank whose forked child exits, two processes as one rank, a rank
+           that never starts, a store that never comes, a wrong secret
 mpirun     the slice under Open MPI's mpirun --oversubscribe (skipped without mpirun)
 netns      two ranks in separate network namespaces joined by a veth pair (skipped where
            namespaces cannot be made)
@@ -253,6 +253,17 @@ def scenario_failures(ranks_program):
         check(code == 3 and "weft: timeout:" in output and "rank(s) 3" in output,
               "a rank that never starts: rank %d times out at start-up naming rank 3" % rank, output)
     check(took < 10, "a rank that never starts: detected within the 2 s timeout (+ start-up), %.1f s" % took)
+
+    # Two processes started as rank 1: the second is refused at once, naming the first.
+    port = free_port()
+    processes = start_ranks([0, 1], 3, [ranks_program, "slice"], 3000, port=port)
+    time.sleep(1.0)  # the first rank 1 has claimed its place
+    twin = subprocess.Popen([ranks_program, "slice"], env=rank_environment(1, 3, port, 3000),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    twin_output, _ = twin.communicate(timeout=30)
+    collect(processes, timeout=30)
+    check(twin.returncode == 3 and "rank 1 is already taken by" in twin_output,
+          "two processes started as rank 1: the second is refused, naming the first", twin_output)
 
     # Rank 0 (the store) never starts: the others say they could not reach it.
     processes = start_ranks([1, 2], 3, [ranks_program, "slice"], timeout_ms=1500)

@@ -940,3 +940,25 @@ TEST_CASE("a session from the environment: one call to a ready communicator", "[
   CHECK(data == std::vector<int>{1, 2, 3});
   CHECK(job.launch().launcher == "weft");
 }
+
+TEST_CASE("a request that outlives its transport is harmless", "[tcp]") {
+  // As a pending receive kept past session::close_transport(): the communicator and the
+  // transport go first, the request after. The engine closes at once and lives on, retired,
+  // until the request is dropped (under the sanitizers: no use after free, no leak).
+  job world(2);
+  std::thread other([&] {
+    auto transport = world.make(1);
+    std::this_thread::sleep_for(300ms);
+  });
+  {
+    auto transport = std::make_unique<weft::tcp::transport>(world.make(0));
+    auto comm = std::make_unique<tcp_comm>(*transport, test_options());
+    std::vector<float> buffer(16, -1.0f);
+    auto never_sent = comm->recv(1, weft::detail::bytes(reinterpret_cast<std::byte*>(buffer.data()), 64));
+    auto also = comm->send(1, weft::detail::const_bytes(reinterpret_cast<const std::byte*>(buffer.data()), 64), 7);
+    comm.reset();
+    transport.reset();  // closes the connections now: rank 1 sees the goodbye
+    CHECK(buffer[0] == -1.0f);
+  }  // the requests go here, the engine with the last
+  other.join();
+}

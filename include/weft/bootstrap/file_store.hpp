@@ -71,6 +71,30 @@ class file_store final : public store {
     }
   }
 
+  // Atomic where the filesystem's link(2) is (local filesystems, NFS): the value is written to a
+  // file of its own, then linked to the key's name, which fails when the name exists.
+  std::string claim(std::string_view key, std::string_view value) override {
+    check(key, value.size());
+    const auto final_path = path_of(key);
+    auto temporary = final_path;
+    temporary += ".tmp" + std::to_string(std::random_device{}());
+    {
+      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+      out.write(value.data(), static_cast<std::streamsize>(value.size()));
+      out.close();
+      if (!out) throw error(errc::transport, "file store: cannot write " + temporary.string());
+    }
+    std::error_code failure;
+    std::filesystem::create_hard_link(temporary, final_path, failure);
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    if (!failure) return std::string(value);
+    if (failure != std::errc::file_exists) {
+      throw error(errc::transport, "file store: cannot link " + final_path.string() + ": " + failure.message());
+    }
+    return *get(key, deadline_clock::now() + std::chrono::seconds(10));
+  }
+
   std::string describe() const override { return "file store in " + directory_.string(); }
 
  private:

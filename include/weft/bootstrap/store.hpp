@@ -6,7 +6,10 @@
 // Keys are at most 1024 bytes, values at most 1 MiB.
 #pragma once
 
+#include "weft/error.hpp"
 #include "weft/transport.hpp"
+
+#include <unistd.h>
 
 #include <optional>
 #include <string>
@@ -25,8 +28,38 @@ class store {
   // The value of key, waiting for it to be set until `deadline`; nullopt when the deadline passed.
   virtual std::optional<std::string> get(std::string_view key,
                                          deadline_clock::time_point deadline) = 0;
+  // Sets key to value unless it is set already, and returns the value it holds afterwards (the
+  // given one when this call set it). The stores that come with weft do this atomically; this
+  // default, for stores that cannot, reads and then sets.
+  virtual std::string claim(std::string_view key, std::string_view value) {
+    if (auto held = get(key, deadline_clock::now())) return *held;
+    set(key, value);
+    return std::string(value);
+  }
   // Where the store is, for messages ("tcp store at 10.0.0.1:29500").
   virtual std::string describe() const = 0;
 };
+
+// "host pid N": this process, as another process would name it.
+inline std::string this_process() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return std::string(host[0] != '\0' ? host : "localhost") + " pid " + std::to_string(::getpid());
+}
+
+// Claims `key` (a transport's place as `rank` in a job) for this process; when another process
+// holds it, throws invalid_argument naming both: two processes were started as one rank (a
+// launcher's rank variables, or two jobs on one store under one key prefix).
+inline void claim_rank(store& meeting, const std::string& key, int rank) {
+  const std::string mine = this_process();
+  const std::string holder = meeting.claim(key, mine);
+  if (holder != mine) {
+    throw error(errc::invalid_argument,
+                "rank " + std::to_string(rank) + " is already taken by " + holder + " (this is " + mine +
+                    ") in the " + meeting.describe() + ": two processes were started as rank " +
+                    std::to_string(rank) + "; check the launcher's rank variables (WEFT_RANK), and "
+                    "give jobs that share a store their own WEFT_SECRET or key prefix");
+  }
+}
 
 }  // namespace weft::bootstrap

@@ -10,6 +10,7 @@
 // owner befriends request_handle.
 #pragma once
 
+#include <memory>
 #include <utility>
 
 namespace weft::detail {
@@ -45,5 +46,26 @@ class request_handle {
   Operation* op_ = nullptr;
   Owner* owner_ = nullptr;
 };
+
+// What a transport holds its engine by. Closing the transport while requests are still alive (a
+// pending receive kept past session::close_transport(), say) must not leave them pointing at
+// freed memory: the engine is closed at once (its connections end, nothing touches a request's
+// buffer any more) and lives on, retired, until the last request is dropped, which deletes it.
+// Engine: requests_held() (requests handed out and not yet dropped), retire() (close now), and
+// a cancel(op) that, once retired, only counts the request down and deletes the engine after
+// the last.
+template <class Engine>
+struct close_or_retire {
+  void operator()(Engine* engine) const noexcept {
+    if (engine->requests_held() == 0) {
+      delete engine;
+    } else {
+      engine->retire();
+    }
+  }
+};
+
+template <class Engine>
+using engine_ptr = std::unique_ptr<Engine, close_or_retire<Engine>>;
 
 }  // namespace weft::detail

@@ -9,7 +9,8 @@
 //   hello   "WEFTSTOR" | u32 version | u32 secret bytes (<= 256) | secret
 //           -> u8 1 when accepted; anything else is logged and the connection closed
 //   request u8 op | u32 key bytes (1..1024) | u32 value bytes (<= 1 MiB) | key | value
-//           op 1 set -> u8 1;  op 2 get -> u32 bytes | value, once the key is set
+//           op 1 set -> u8 1;  op 2 get -> u32 bytes | value, once the key is set;
+//           op 3 claim (set unless set) -> u32 bytes | the value the key holds afterwards
 // A hello must arrive within 5 s of connecting; a request with a bad op or sizes ends the
 // connection. At most 4096 clients at once.
 #pragma once
@@ -227,7 +228,7 @@ class tcp_store_server {
           const auto op = std::to_integer<unsigned>(client->head[0]);
           const std::uint32_t key_bytes = store_detail::get32(client->head.data() + 1);
           const std::uint32_t value_bytes = store_detail::get32(client->head.data() + 5);
-          if ((op != 1 && op != 2) || key_bytes == 0 || key_bytes > max_key_bytes ||
+          if (op < 1 || op > 3 || key_bytes == 0 || key_bytes > max_key_bytes ||
               value_bytes > max_value_bytes || (op == 2 && value_bytes != 0)) {
             return client->drop("malformed request");
           }
@@ -238,8 +239,11 @@ class tcp_store_server {
                 if (failure2) return client->drop(failure2.message());
                 const char* text = reinterpret_cast<const char*>(client->body.data());
                 std::string key(text, key_bytes);
-                if (op == 1) {
+                if (op == 1 || op == 3) {  // set; claim: set unless set, answer what it holds
                   std::string value(text + key_bytes, client->body.size() - key_bytes);
+                  if (op == 3) {
+                    if (auto held = values_.find(key); held != values_.end()) return answer(client, held->second);
+                  }
                   values_[key] = value;
                   auto waiting = waiters_.extract(key);
                   if (!waiting.empty()) {
@@ -247,6 +251,7 @@ class tcp_store_server {
                       if (!waiter->closed) answer(waiter, value);
                     }
                   }
+                  if (op == 3) return answer(client, value);
                   respond(client, {std::byte{1}});
                 } else if (auto found = values_.find(key); found != values_.end()) {
                   answer(client, found->second);
@@ -331,6 +336,26 @@ class tcp_store final : public store {
     if (!exchange({}, {reinterpret_cast<std::byte*>(value.data()), size}, deadline))
       return std::nullopt;
     return value;
+  }
+
+  std::string claim(std::string_view key, std::string_view value) override {
+    check(key, value.size());
+    const auto deadline = deadline_clock::now() + std::chrono::seconds(60);
+    std::byte size_bytes[4];
+    std::string held;
+    bool answered = exchange(request(3, key, value), {size_bytes, 4}, deadline);
+    if (answered) {
+      const std::uint32_t size = store_detail::get32(size_bytes);
+      if (size > max_value_bytes)
+        throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
+      held.resize(size);
+      answered = exchange({}, {reinterpret_cast<std::byte*>(held.data()), size}, deadline);
+    }
+    if (!answered) {
+      throw error(errc::timeout, "the tcp store at " + where_ + " did not answer a claim of '" +
+                                     std::string(key) + "'");
+    }
+    return held;
   }
 
   std::string describe() const override { return "tcp store at " + where_; }

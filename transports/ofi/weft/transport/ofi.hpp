@@ -65,7 +65,7 @@ class transport {
   // needed for one rank). Rank 0 logs what was chosen (describe()) unless config::log is off.
   transport(int rank, int size, bootstrap::store* meeting,
             const config& settings = config::from_environment())
-      : engine_(std::make_unique<detail::engine>(rank, size, meeting, settings)) {
+      : engine_(new detail::engine(rank, size, meeting, settings)) {
     if (rank == 0 && settings.log) std::fprintf(stderr, "weft: %s\n", describe().c_str());
   }
 
@@ -88,10 +88,11 @@ class transport {
   host_memory& memory() { return engine_->memory(); }
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
-    return {engine_->post(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag), engine_.get()};
+    return {engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),
+            engine_.get()};
   }
   request recv(int peer, std::span<std::byte> data, tag_t tag) {
-    return {engine_->post(false, peer, data.data(), data.size(), tag), engine_.get()};
+    return {engine_->post_request(false, peer, data.data(), data.size(), tag), engine_.get()};
   }
   bool wait(request& operation, deadline_clock::time_point deadline) {
     return engine_->wait(operation.operation(), deadline);
@@ -118,7 +119,7 @@ class transport {
   std::uint64_t registrations() const { return engine_->registrations_made(); }
 
  private:
-  std::unique_ptr<detail::engine> engine_;
+  weft::detail::engine_ptr<detail::engine> engine_;
 };
 
 static_assert(weft::transport<transport>);

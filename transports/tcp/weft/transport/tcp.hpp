@@ -75,7 +75,7 @@ class transport {
   // missing ranks after config::connect_timeout.
   transport(int rank, int size, bootstrap::store* meeting,
             const config& settings = config::from_environment())
-      : engine_(std::make_unique<detail::engine>(rank, size, meeting, settings)) {}
+      : engine_(new detail::engine(rank, size, meeting, settings)) {}
 
   int rank() const { return engine_->rank(); }
   int size() const { return engine_->size(); }
@@ -117,7 +117,7 @@ class transport {
   }
 
  private:
-  std::unique_ptr<detail::engine> engine_;
+  weft::detail::engine_ptr<detail::engine> engine_;
   host_memory memory_;
 };
 

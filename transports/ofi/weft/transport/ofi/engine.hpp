@@ -46,8 +46,27 @@ class engine {
   engine(int rank, int size, bootstrap::store* meeting, const config& settings);
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
-  // Says farewell to every peer, then closes the fabric's objects (ofi/fabric.hpp).
-  ~engine();
+  ~engine() {
+    close();
+    if (info_ != nullptr) fi_freeinfo(info_);
+  }
+  // Says farewell to every peer, then closes the fabric's objects, once (ofi/fabric.hpp).
+  void close();
+
+  // Requests handed out and not yet dropped; retire(): closed while some are
+  // (weft/detail/request_handle.hpp's close_or_retire).
+  std::size_t requests_held() const { return held_; }
+  void retire() {
+    close();
+    retired_ = true;
+  }
+
+  // A post for a request (counted until the request is dropped: cancel).
+  operation* post_request(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag) {
+    operation* op = post(is_send, peer, data, size, tag);
+    ++held_;
+    return op;
+  }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -110,6 +129,11 @@ class engine {
   // The request is gone: take the operation back from the fabric, or let it finish on the
   // transport's own where its buffer is only ever read.
   void cancel(operation* op) {
+    --held_;
+    if (retired_) {  // closed while this request lived: the endpoint no longer touches its buffer
+      if (held_ == 0) delete this;
+      return;
+    }
     switch (op->state) {
       case status::idle:
       case status::done:
@@ -246,6 +270,9 @@ class engine {
   bool broken_ = false;        // the endpoint was closed to take back a buffer: nothing works anymore
   std::string broken_reason_;
   std::vector<std::string> peer_names_;  // each rank's endpoint name, as published
+  bool closed_ = false;        // close() has run
+  std::size_t held_ = 0;       // requests handed out and not yet dropped
+  bool retired_ = false;       // closed while requests lived; the last deletes it
   call_tracker calls_;                   // calls into the provider, for the watcher
   std::unique_ptr<peer_watch> watch_;    // peer processes on this host
 };

@@ -73,11 +73,19 @@ inline engine::engine(int rank, int size, bootstrap::store* meeting, const confi
   if (size > 1 && meeting == nullptr) {
     throw error(errc::invalid_argument, "ofi transport: " + std::to_string(size) + " ranks need a bootstrap store");
   }
-  open();
-  if (size > 1) meet(*meeting);
+  try {
+    open();
+    if (size > 1) meet(*meeting);
+  } catch (...) {  // no destructor runs for an engine that was never made: close what opened
+    close();
+    if (info_ != nullptr) fi_freeinfo(info_);
+    throw;
+  }
 }
 
-inline engine::~engine() {
+inline void engine::close() {
+  if (closed_) return;
+  closed_ = true;
   if (owner_.forked()) {
     // A forked child's copy: the endpoint, the registrations and the watcher's thread are the
     // parent's. Say no farewell and close nothing (the parent's peers would lose it).
@@ -98,12 +106,16 @@ inline engine::~engine() {
   // Closing unmaps peers' regions: not while a watcher of this process replaces one.
   std::lock_guard closing(mapping_lock());
   if (ep_ != nullptr) fi_close(&ep_->fid);
+  ep_ = nullptr;
   registrations_.close();
   if (av_ != nullptr) fi_close(&av_->fid);
   if (cq_ != nullptr) fi_close(&cq_->fid);
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
-  if (info_ != nullptr) fi_freeinfo(info_);
+  av_ = nullptr;
+  cq_ = nullptr;
+  domain_ = nullptr;
+  fabric_ = nullptr;
 }
 
 inline void engine::farewell() {
@@ -203,6 +215,7 @@ inline void engine::meet(bootstrap::store& meeting) {
   const auto deadline = deadline_clock::now() + settings_.connect_timeout;
   const std::string key = settings_.prefix + "/ofi/";
   const std::string own_process = process_identity();
+  bootstrap::claim_rank(meeting, key + "rank/" + std::to_string(rank_), rank_);
   meeting.set(key + std::to_string(rank_),
               provider_name() + "|" + to_hex(endpoint_name()) + "|" + own_process);
   addresses_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);

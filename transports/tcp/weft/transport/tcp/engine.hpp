@@ -64,7 +64,16 @@ class engine {
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
-  ~engine();  // an orderly close (tcp/handshake.hpp)
+  ~engine() { close(); }
+  void close();  // an orderly close, once (tcp/handshake.hpp)
+
+  // Requests handed out and not yet dropped; retire(): closed while some are
+  // (weft/detail/request_handle.hpp's close_or_retire).
+  std::size_t requests_held() const { return held_; }
+  void retire() {
+    close();
+    retired_ = true;
+  }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -143,6 +152,11 @@ class engine {
 
   // The request is gone: withdraw the operation, or let it finish on the transport's own.
   void cancel(operation* op) {
+    --held_;
+    if (retired_) {  // closed while this request lived: nothing touches its buffer any more
+      if (held_ == 0) delete this;
+      return;
+    }
     switch (op->state) {
       case status::idle:
       case status::done:
@@ -261,6 +275,7 @@ class engine {
   operation* start(bool is_send, int peer, tag_t tag, std::size_t size) {
     weft::detail::check_peer(rank_, size_, peer, is_send ? "send to" : "receive from");
     operation* op = pool_.acquire();
+    ++held_;
     op->is_send = is_send;
     op->peer = peer;
     op->tag = tag;
@@ -303,7 +318,9 @@ class engine {
   std::vector<std::string> peer_reason_;  // why each lost peer is lost
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
   std::string given_up_reason_;           // another rank declared this one lost: every wait fails
-  bool closing_ = false;                  // in the destructor: read and drop, report nothing
+  bool closing_ = false;                  // closing: read and drop, report nothing
+  std::size_t held_ = 0;                  // requests handed out and not yet dropped
+  bool retired_ = false;                  // closed while requests lived; the last deletes it
   bool crowded_ = false;                  // this host runs more ranks than this process has CPUs
   std::string system_congestion_;         // a new socket's congestion control (the system's)
   std::string local_congestion_;          // connections to this host's ranks': choose_congestion (empty: the system's)

@@ -33,7 +33,9 @@ namespace weft::tcp::detail {
 // with unread bytes would send a reset, which can destroy our goodbye before the peer reads it
 // and make an orderly close look like a crash. Both phases give up after notice_time (a peer
 // that is not inside its transport does not answer).
-inline engine::~engine() {
+inline void engine::close() {
+  if (closing_) return;
+  closing_ = true;
   if (owner_.forked()) {
     // A forked child's copy: the connections are the parent's. Close this copy of each socket
     // (the parent's stay open) without a goodbye or a shutdown, which would end them for both.
@@ -45,7 +47,6 @@ inline engine::~engine() {
     acceptor_.close(ignored);
     return;
   }
-  closing_ = true;
   for (auto& owned : connections_) {
     if (owned && owned->open) queue_control(*owned, frame::goodbye, {});
   }
@@ -70,10 +71,13 @@ inline engine::~engine() {
       owned->socket.close(ignored);
     }
   }
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
 }
 
 inline void engine::start_up(bootstrap::store& meeting) {
   const auto deadline = deadline_clock::now() + settings_.connect_timeout;
+  bootstrap::claim_rank(meeting, settings_.prefix + "/tcp-rank/" + std::to_string(rank_), rank_);
   listen(meeting);
   // The CPUs this rank may run on, before the address: a peer that has the address can read
   // them (adapt_to_crowding).
