@@ -464,7 +464,7 @@ class communicator {
     try {
       return ask(*operation.request_);
     } catch (const error& failure) {
-      tell_others(operation.peer_, strip_prefix(failure.what()));
+      tell_others(operation.peer_, strip_prefix(failure.what()) + " (" + where() + ")");
       fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
     }
   }

@@ -14,8 +14,10 @@ mpirun     the slice under Open MPI's mpirun --oversubscribe (skipped without mp
 netns      two ranks in separate network namespaces joined by a veth pair (skipped where
            namespaces cannot be made)
 ofi        (with ofi_ranks) the libfabric transport on shm, tcp;ofi_rxm, sockets and net,
-           killed ranks on shm and tcp;ofi_rxm (on shm also one killed while it copies a large
-           message, holding its region's lock), an unknown provider
+           ranks killed mid-allreduce, mid-alltoall and mid-broadcast on shm, tcp;ofi_rxm and
+           sockets with the default timeout (every survivor must know within 10 s), a rank later
+           than the timeout, on shm one killed while it copies a large message (holding its
+           region's lock), an unknown provider
 
 Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the scenario
 cannot run on this machine.
@@ -163,12 +165,14 @@ def scenario_weft_run(ranks_program, weft_run):
 
 
 def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None, label="", bound=None,
-                expect=None):
+                expect=None, collective=None):
     """Rank `victim` fails (mode kill, close or flood); the others must see it, be refused after, and
     rebuild a world without it. `expect`: text every survivor's error must hold; `bound`: the
-    detection time every survivor must stay under (default: the timeout + 5 s)."""
-    processes = start_ranks(range(size), size, [ranks_program, mode, str(victim)], timeout_ms, extra=extra)
-    mode = label + mode
+    detection time every survivor must stay under (default: the timeout + 5 s); `collective`: what
+    the ranks run when the victim is killed (allreduce by default)."""
+    command = [ranks_program, mode, str(victim)] + ([collective] if collective else [])
+    processes = start_ranks(range(size), size, command, timeout_ms, extra=extra)
+    mode = label + mode + (" mid-" + collective if collective else "")
     survivors = {r: p for r, p in processes.items() if r != victim}
     results = collect(survivors, timeout=90)
     times = []
@@ -303,9 +307,24 @@ def scenario_ofi(ranks_program, weft_run):
             check(code == 0 and len(ok) == size,
                   "ofi %s, %d processes: the collective slice passes on every rank (%.1f s)" % (provider, size, took),
                   output)
-    for provider in ("shm", "tcp;ofi_rxm"):
-        failure_run(ranks_program, "kill", 4, 2, timeout_ms=3000, extra={"WEFT_OFI_PROVIDER": provider},
-                    label="ofi %s " % provider)
+    # 4 ranks started by hand, the communicator's timeout at its default (5 minutes), rank 2
+    # killed mid-allreduce, mid-alltoall and mid-broadcast: every survivor must fail naming rank 2
+    # within 10 s, whether it talks to rank 2 or not (the job's failure notice, through the store).
+    for provider in ("shm", "tcp;ofi_rxm", "sockets"):
+        if listed is not None and provider.split(";")[0] + ":" not in listed.stdout:
+            continue
+        for collective in ("allreduce", "alltoall", "broadcast"):
+            failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, extra={"WEFT_OFI_PROVIDER": provider},
+                        label="ofi %s " % provider, bound=10000, expect="rank 2", collective=collective)
+    # A rank later than the other's timeout hears, through the store, that it was given up on,
+    # and fails the call rather than completing it with what was already delivered.
+    processes = start_ranks(range(2), 2, [ranks_program, "stall", "1"], timeout_ms=1000,
+                            extra={"WEFT_OFI_PROVIDER": "shm"})
+    results = collect(processes, timeout=60)
+    check(results[1][0] == 0 and "late rank failed" in results[1][1] and "count this rank as lost" in results[1][1],
+          "ofi shm: a rank later than the others' timeout fails the call they gave up on", results[1][1])
+    check(results[0][0] == 0 and "gave up" in results[0][1],
+          "ofi shm: a rank later than the timeout: rank 0 gives up on it", results[0][1])
     # Killed while copying a 32 MiB message, so most often holding the lock of its shared region:
     # the senders still learn of it at once, from the watch on its process, and rebuild.
     for round in range(3):

@@ -5,9 +5,10 @@
 // scenario:
 //
 //   slice            a slice of the collective matrix; prints "slice ok" or the failures
-//   kill V           rank V kills itself (SIGKILL) in the middle of a stream of allreduces; the
-//                    others must get peer_lost naming V, be refused on their next call, and
-//                    build a new world without V over the same store
+//   kill V [C]       rank V kills itself (SIGKILL) in the middle of a stream of collectives C
+//                    (allreduce, the default; alltoall; broadcast); the others must get
+//                    peer_lost naming V, be refused on their next call, and build a new world
+//                    without V over the same store
 //   close V          rank V closes its transport mid-job and stays alive; the others as above
 //   flood V          as kill, but the others send V 32 MiB messages while it receives them, so
 //                    that it dies in the middle of copying one (on libfabric's shm provider,
@@ -63,14 +64,29 @@ int slice(typename Traits::session& job) {
 }
 
 constexpr std::size_t flood_floats = std::size_t{8} << 20;  // 32 MiB messages
+constexpr std::size_t stream_floats = std::size_t{3} << 16;  // 768 KiB: divides among 2, 3 or 4
+
+// One call of the stream the kill scenarios run: ring allreduce, alltoall, or broadcast from 0.
+template <class Comm>
+void stream_call(Comm& comm, std::vector<float>& data, const std::string& collective) {
+  if (collective == "alltoall") {
+    std::vector<float> out(data.size());
+    weft::alltoall(comm, std::span<const float>(data), std::span<float>(out));
+  } else if (collective == "broadcast") {
+    weft::broadcast(comm, std::span<float>(data), 0);
+  } else {
+    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+  }
+}
 
 // Ranks other than the victim: the error, the refusal, and a new world without the victim.
 template <class Traits>
-int survive(typename Traits::session& job, int victim, const std::string& expected, bool flood) {
+int survive(typename Traits::session& job, int victim, const std::string& expected, bool flood,
+            const std::string& collective) {
   auto& comm = job.comm();
   const int rank = comm.rank();
   const int p = comm.size();
-  std::vector<float> data(flood ? flood_floats : std::size_t{1} << 18);
+  std::vector<float> data(flood ? flood_floats : stream_floats);
   long long caught_at = 0;
   std::string message;
   try {
@@ -79,7 +95,7 @@ int survive(typename Traits::session& job, int victim, const std::string& expect
       if (flood) {
         weft::send(comm, std::span<float>(data), victim);
       } else {
-        weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+        stream_call(comm, data, collective);
       }
     }
     std::cout << "never saw rank " << victim << " fail" << std::endl;
@@ -127,7 +143,8 @@ int survive(typename Traits::session& job, int victim, const std::string& expect
 }
 
 template <class Traits>
-int failing(typename Traits::session& job, int victim, bool kill, bool flood = false) {
+int failing(typename Traits::session& job, int victim, bool kill, bool flood = false,
+            const std::string& collective = "allreduce") {
   const int rank = job.comm().rank();
   if (victim <= 0 || victim >= job.comm().size()) {
     std::cout << "the victim must be a rank other than 0 (rank 0 serves the store)" << std::endl;
@@ -137,10 +154,10 @@ int failing(typename Traits::session& job, int victim, bool kill, bool flood = f
     return survive<Traits>(job, victim,
                    kill ? "rank " + std::to_string(victim)
                         : "rank " + std::to_string(victim) + " closed its transport",
-                   flood);
+                   flood, collective);
   }
-  std::vector<float> data(flood ? flood_floats : std::size_t{1} << 18);
-  if (kill) {  // the victim dies in the middle of a stream of allreduces, or of receives
+  std::vector<float> data(flood ? flood_floats : stream_floats);
+  if (kill) {  // the victim dies in the middle of a stream of collectives, or of receives
     std::thread trigger([&job] {
       std::this_thread::sleep_for(300ms);
       job.meeting()->set("test/event-at", std::to_string(now_us()));
@@ -148,7 +165,7 @@ int failing(typename Traits::session& job, int victim, bool kill, bool flood = f
     });
     while (true) {
       if (!flood) {
-        weft::allreduce(job.comm(), std::span<float>(data), weft::sum{}, weft::ring{});
+        stream_call(job.comm(), data, collective);
         continue;
       }
       for (int peer = 0; peer < job.comm().size(); ++peer) {
@@ -215,13 +232,15 @@ int ranks_main(int argc, char** argv) {
   try {
     auto job = Traits::session::from_environment();
     if (scenario == "slice") return slice<Traits>(job);
-    if (scenario == "kill" && argc > 2) return failing<Traits>(job, std::stoi(argv[2]), true);
+    if (scenario == "kill" && argc > 2)
+      return failing<Traits>(job, std::stoi(argv[2]), true, false, argc > 3 ? argv[3] : "allreduce");
     if (scenario == "close" && argc > 2) return failing<Traits>(job, std::stoi(argv[2]), false);
     if (scenario == "flood" && argc > 2)
       return failing<Traits>(job, std::stoi(argv[2]), true, true);
     if (scenario == "stall" && argc > 2) return stall<Traits>(job, std::stoi(argv[2]));
     if (scenario == "fork" && argc > 2) return forking<Traits>(job, std::stoi(argv[2]));
-    std::cerr << "usage: " << argv[0] << " slice | kill RANK | close RANK | flood RANK | stall RANK | fork RANK"
+    std::cerr << "usage: " << argv[0]
+              << " slice | kill RANK [allreduce|alltoall|broadcast] | close RANK | flood RANK | stall RANK | fork RANK"
               << std::endl;
     return 2;
   } catch (const weft::error& failure) {

@@ -962,3 +962,39 @@ TEST_CASE("a request that outlives its transport is harmless", "[tcp]") {
   }  // the requests go here, the engine with the last
   other.join();
 }
+
+TEST_CASE("split and dup communicators made and dropped in a loop leave no file or thread behind",
+          "[tcp]") {
+  auto count = [](const char* directory) {
+    return std::distance(std::filesystem::directory_iterator(directory), std::filesystem::directory_iterator{});
+  };
+  failures sink;
+  job world(3);
+  std::atomic<int> ready{0};
+  std::vector<std::ptrdiff_t> before(2), after(2);
+  world.run(sink, [&](tcp_comm& comm) {
+    weft::barrier(comm);
+    if (comm.rank() == 0) {
+      before = {count("/proc/self/fd"), count("/proc/self/task")};
+    }
+    weft::barrier(comm);
+    for (int round = 0; round < 200; ++round) {
+      auto half = comm.split(comm.rank() % 2, comm.rank());
+      auto copy = half.dup();
+      std::vector<int> data(8, 1);
+      weft::allreduce(copy, std::span<int>(data));
+      if (data[0] != copy.size()) sink.add("wrong sum in round " + std::to_string(round));
+    }
+    weft::barrier(comm);
+    if (comm.rank() == 0) {
+      after = {count("/proc/self/fd"), count("/proc/self/task")};
+    }
+    weft::barrier(comm);
+    ready += 1;
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+  CHECK(ready == 3);
+  CHECK(after[0] == before[0]);  // file descriptors of the whole process (every rank's)
+  CHECK(after[1] == before[1]);  // threads
+}

@@ -10,6 +10,7 @@
 #include "weft/error.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
@@ -65,7 +66,7 @@ class file_store final : public store {
         }
         return value;
       }
-      if (deadline_clock::now() >= deadline) return std::nullopt;
+      if (deadline_clock::now() >= deadline || interrupted_) return std::nullopt;
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
@@ -97,6 +98,11 @@ class file_store final : public store {
 
   std::string describe() const override { return "file store in " + directory_.string(); }
 
+  connector_type connector() const override {
+    return [directory = directory_](deadline_clock::time_point) { return std::make_unique<file_store>(directory); };
+  }
+  void interrupt() override { interrupted_ = true; }
+
  private:
   static void check(std::string_view key, std::size_t value_bytes) {
     if (key.empty() || key.size() > max_key_bytes || value_bytes > max_value_bytes) {
@@ -122,6 +128,7 @@ class file_store final : public store {
   }
 
   std::filesystem::path directory_;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace weft::bootstrap

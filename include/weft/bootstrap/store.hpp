@@ -11,6 +11,8 @@
 
 #include <unistd.h>
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +40,19 @@ class store {
   }
   // Where the store is, for messages ("tcp store at 10.0.0.1:29500").
   virtual std::string describe() const = 0;
+
+  // What a failure watch (weft/bootstrap/failure_watch.hpp) asks of a store. A maker of new
+  // connections to the same store, each for a thread of its own, trying until the deadline
+  // (empty: this store has none).
+  using connector_type = std::function<std::unique_ptr<store>(deadline_clock::time_point)>;
+  virtual connector_type connector() const { return {}; }
+  // Asks the store to claim key with value when this connection ends, unless some connection
+  // withdraws it first (withdraw_on_close with the same key and value); false where the store
+  // has no connections to watch.
+  virtual bool set_on_close(std::string_view /*key*/, std::string_view /*value*/) { return false; }
+  virtual void withdraw_on_close(std::string_view /*key*/, std::string_view /*value*/) {}
+  // From another thread: ends a get waiting on this connection (it throws, or returns nullopt).
+  virtual void interrupt() {}
 };
 
 // "host pid N": this process, as another process would name it.

@@ -10,7 +10,9 @@
 //           -> u8 1 when accepted; anything else is logged and the connection closed
 //   request u8 op | u32 key bytes (1..1024) | u32 value bytes (<= 1 MiB) | key | value
 //           op 1 set -> u8 1;  op 2 get -> u32 bytes | value, once the key is set;
-//           op 3 claim (set unless set) -> u32 bytes | the value the key holds afterwards
+//           op 3 claim (set unless set) -> u32 bytes | the value the key holds afterwards;
+//           op 4 on close: when this connection ends, claim key with value -> u8 1;
+//           op 5 withdraw: cancel any connection's op 4 of this key and value -> u8 1
 // A hello must arrive within 5 s of connecting; a request with a bad op or sizes ends the
 // connection. At most 4096 clients at once.
 #pragma once
@@ -28,6 +30,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+
+#include <sys/socket.h>
 
 #include <array>
 #include <atomic>
@@ -151,11 +155,17 @@ class tcp_store_server {
     std::string peer;
     bool greeted = false;
     bool closed = false;
+    std::string on_close;  // key '\0' value: claimed when this connection ends (op 4)
 
     void drop(const std::string& why) {
       if (closed) return;
       closed = true;
       if (!greeted) owner.log_.note("the store on rank 0", "from " + peer + ": " + why);
+      if (!on_close.empty()) {
+        owner.lifelines_.erase(on_close);
+        const auto zero = on_close.find('\0');
+        owner.put(on_close.substr(0, zero), on_close.substr(zero + 1), true);
+      }
       boost::system::error_code ignored;
       socket.close(ignored);
       timer.cancel();
@@ -228,7 +238,7 @@ class tcp_store_server {
           const auto op = std::to_integer<unsigned>(client->head[0]);
           const std::uint32_t key_bytes = store_detail::get32(client->head.data() + 1);
           const std::uint32_t value_bytes = store_detail::get32(client->head.data() + 5);
-          if (op < 1 || op > 3 || key_bytes == 0 || key_bytes > max_key_bytes ||
+          if (op < 1 || op > 5 || key_bytes == 0 || key_bytes > max_key_bytes ||
               value_bytes > max_value_bytes || (op == 2 && value_bytes != 0)) {
             return client->drop("malformed request");
           }
@@ -239,19 +249,21 @@ class tcp_store_server {
                 if (failure2) return client->drop(failure2.message());
                 const char* text = reinterpret_cast<const char*>(client->body.data());
                 std::string key(text, key_bytes);
-                if (op == 1 || op == 3) {  // set; claim: set unless set, answer what it holds
-                  std::string value(text + key_bytes, client->body.size() - key_bytes);
-                  if (op == 3) {
-                    if (auto held = values_.find(key); held != values_.end()) return answer(client, held->second);
+                std::string value(text + key_bytes, client->body.size() - key_bytes);
+                if (op == 1) {
+                  put(key, std::move(value), false);
+                  respond(client, {std::byte{1}});
+                } else if (op == 3) {  // claim: set unless set, answer what it holds
+                  answer(client, put(key, std::move(value), true));
+                } else if (op == 4) {  // on close: claim key with value when this connection ends
+                  client->on_close = key + '\0' + value;
+                  lifelines_[client->on_close] = client;
+                  respond(client, {std::byte{1}});
+                } else if (op == 5) {  // withdraw a connection's op 4, from any connection
+                  if (auto found = lifelines_.find(key + '\0' + value); found != lifelines_.end()) {
+                    if (auto holder = found->second.lock()) holder->on_close.clear();
+                    lifelines_.erase(found);
                   }
-                  values_[key] = value;
-                  auto waiting = waiters_.extract(key);
-                  if (!waiting.empty()) {
-                    for (auto& waiter : waiting.mapped()) {
-                      if (!waiter->closed) answer(waiter, value);
-                    }
-                  }
-                  if (op == 3) return answer(client, value);
                   respond(client, {std::byte{1}});
                 } else if (auto found = values_.find(key); found != values_.end()) {
                   answer(client, found->second);
@@ -260,6 +272,22 @@ class tcp_store_server {
                 }
               });
         });
+  }
+
+  // Sets key (unless `only_if_absent` and it is set), answers the gets waiting for it, and
+  // returns the value it holds.
+  const std::string& put(const std::string& key, std::string value, bool only_if_absent) {
+    if (only_if_absent) {
+      if (auto held = values_.find(key); held != values_.end()) return held->second;
+    }
+    const std::string& stored = values_[key] = std::move(value);
+    auto waiting = waiters_.extract(key);
+    if (!waiting.empty()) {
+      for (auto& waiter : waiting.mapped()) {
+        if (!waiter->closed) answer(waiter, stored);
+      }
+    }
+    return stored;
   }
 
   void answer(const std::shared_ptr<session>& client, const std::string& value) {
@@ -289,6 +317,7 @@ class tcp_store_server {
   std::map<std::string, std::string, std::less<>> values_;
   // Clients waiting for a key; held until it is set (a client that gives up is dropped then).
   std::map<std::string, std::vector<std::shared_ptr<session>>, std::less<>> waiters_;
+  std::map<std::string, std::weak_ptr<session>> lifelines_;  // op 4's, by key '\0' value
 };
 
 // A client of the store. Connects (retrying until `deadline`: rank 0 may start later), then
@@ -356,6 +385,34 @@ class tcp_store final : public store {
                                      std::string(key) + "'");
     }
     return held;
+  }
+
+  bool set_on_close(std::string_view key, std::string_view value) override {
+    check(key, value.size());
+    std::byte ack{0};
+    if (!exchange(request(4, key, value), {&ack, 1}, deadline_clock::now() + std::chrono::seconds(60))) {
+      throw error(errc::timeout, "the tcp store at " + where_ + " did not acknowledge a close notice");
+    }
+    return true;
+  }
+
+  void withdraw_on_close(std::string_view key, std::string_view value) override {
+    check(key, value.size());
+    std::byte ack{0};
+    if (!exchange(request(5, key, value), {&ack, 1}, deadline_clock::now() + std::chrono::seconds(60))) {
+      throw error(errc::timeout, "the tcp store at " + where_ + " did not acknowledge a withdrawal");
+    }
+  }
+
+  connector_type connector() const override {
+    return [host = host_, port = port_, secret = secret_](deadline_clock::time_point deadline) {
+      return std::make_unique<tcp_store>(host, port, secret, deadline);
+    };
+  }
+
+  // Ends the connection from another thread: a get waiting on it throws.
+  void interrupt() override {
+    if (socket_.is_open()) ::shutdown(socket_.native_handle(), SHUT_RDWR);
   }
 
   std::string describe() const override { return "tcp store at " + where_; }

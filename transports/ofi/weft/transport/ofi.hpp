@@ -99,12 +99,11 @@ class transport {
   }
   bool test(request& operation) { return engine_->test(operation.operation()); }
 
-  // Called by the communicator when one of its waits fails. libfabric ranks learn of a death by
-  // their own timeouts or by watching the process (no notice is sent: sending to a dead peer is
-  // not safe on every provider); this only records it, so closing skips the farewell to every
-  // peer.
-  void abort(int /*culprit*/, std::string_view /*reason*/) {
-    if (engine_) engine_->note_peer_failed();
+  // Called by the communicator when one of its waits fails: every rank hears of it through the
+  // bootstrap store, not the fabric (sending to a dead peer is not safe on every provider), and
+  // closing skips the farewell.
+  void abort(int culprit, std::string_view reason) {
+    if (engine_) engine_->report_lost(culprit, reason);
   }
 
   // The provider and fabric fi_getinfo chose, e.g. "shm" on "shm", "tcp;ofi_rxm" on "192.0.2.0/24".

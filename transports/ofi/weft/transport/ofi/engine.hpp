@@ -9,6 +9,7 @@
 // the completion queue, errors), which weft/transport/ofi.hpp includes together.
 #pragma once
 
+#include "weft/bootstrap/failure_watch.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/owning_process.hpp"
@@ -26,6 +27,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -80,8 +82,12 @@ class engine {
   std::uint64_t registrations_made() const { return registrations_.made(); }
   const config& settings() const { return settings_; }
 
-  // A peer failed, or the communicator gave up on one: closing skips the farewell.
-  void note_peer_failed() { peer_failed_ = true; }
+  // The communicator gave up on `culprit`: closing skips the farewell, and every rank of the job
+  // hears of it through the bootstrap store (weft/bootstrap/failure_watch.hpp).
+  void report_lost(int culprit, std::string_view reason) {
+    peer_failed_ = true;
+    if (failures_) failures_->report(culprit, reason);
+  }
 
   // Posts a send or receive (ofi/posting.hpp).
   operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag);
@@ -93,10 +99,18 @@ class engine {
   // True once done; throws when the operation cannot finish (a peer process that has ended
   // cannot finish it: what it delivered before was read by the progress before this call).
   bool finished(operation* op) {
+    // The job heard that `lost` was lost (ofi/fabric.hpp's failure watch). When the others gave
+    // up on this rank, what completed fails too: they count the call as failed.
+    const int lost = job_lost_.load(std::memory_order_acquire);
+    if (lost == rank_ && (op->state == status::posted || op->state == status::done)) {
+      op->state = status::posted;
+      fail(op, errc::peer_lost, lost_message(op, lost));
+    }
     if (op->state == status::posted && peer_gone(op->peer)) {
       progress();
       if (op->state == status::posted) fail(op, errc::peer_lost, gone_message(op));
     }
+    if (lost >= 0 && op->state == status::posted) fail(op, errc::peer_lost, lost_message(op, lost));
     if (op->state == status::done) return true;
     if (op->state == status::failed) throw error(op->code, op->failure);
     return false;
@@ -230,6 +244,7 @@ class engine {
   std::string size_mismatch(std::size_t expected, std::size_t got, tag_t tag) const;
   bool peer_gone(int peer) const { return watch_ && watch_->gone(peer); }
   std::string gone_message(const operation* op) const;
+  std::string lost_message(const operation* op, int lost) const;
 
   std::string who() const { return "rank " + std::to_string(rank_); }
 
@@ -273,6 +288,9 @@ class engine {
   bool closed_ = false;        // close() has run
   std::size_t held_ = 0;       // requests handed out and not yet dropped
   bool retired_ = false;       // closed while requests lived; the last deletes it
+  std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's failure notice
+  std::atomic<int> job_lost_{-1};  // set once, by the notice's thread, after job_lost_why_
+  std::string job_lost_why_;
   call_tracker calls_;                   // calls into the provider, for the watcher
   std::unique_ptr<peer_watch> watch_;    // peer processes on this host
 };

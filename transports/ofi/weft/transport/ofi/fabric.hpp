@@ -90,9 +90,11 @@ inline void engine::close() {
     // A forked child's copy: the endpoint, the registrations and the watcher's thread are the
     // parent's. Say no farewell and close nothing (the parent's peers would lose it).
     static_cast<void>(watch_.release());
+    static_cast<void>(failures_.release());
     registrations_.abandon();
     return;
   }
+  failures_.reset();  // an orderly end: its lifeline is withdrawn
   try {
     farewell();
     // Give the fabric a moment to finish what it still holds (orphaned sends).
@@ -215,7 +217,7 @@ inline void engine::meet(bootstrap::store& meeting) {
   const auto deadline = deadline_clock::now() + settings_.connect_timeout;
   const std::string key = settings_.prefix + "/ofi/";
   const std::string own_process = process_identity();
-  bootstrap::claim_rank(meeting, key + "rank/" + std::to_string(rank_), rank_);
+  bootstrap::claim_rank(meeting, settings_.prefix + "/ofi-rank/" + std::to_string(rank_), rank_);
   meeting.set(key + std::to_string(rank_),
               provider_name() + "|" + to_hex(endpoint_name()) + "|" + own_process);
   addresses_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);
@@ -258,6 +260,11 @@ inline void engine::meet(bootstrap::store& meeting) {
     }
   }
   ready_ = true;
+  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_,
+                                                         [this](int lost, const std::string& why) {
+                                                           job_lost_why_ = why;
+                                                           job_lost_.store(lost, std::memory_order_release);
+                                                         });
   if (!neighbours.empty()) {
     const bool shared_regions = provider_name() == "shm";
     watch_ = std::make_unique<peer_watch>(
