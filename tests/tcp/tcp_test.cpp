@@ -972,19 +972,23 @@ TEST_CASE("split and dup communicators made and dropped in a loop leave no file 
   job world(3);
   std::atomic<int> ready{0};
   std::vector<std::ptrdiff_t> before(2), after(2);
-  world.run(sink, [&](tcp_comm& comm) {
-    weft::barrier(comm);
-    if (comm.rank() == 0) {
-      before = {count("/proc/self/fd"), count("/proc/self/task")};
-    }
-    weft::barrier(comm);
-    for (int round = 0; round < 200; ++round) {
+  auto rounds = [&](tcp_comm& comm, int how_many) {
+    for (int round = 0; round < how_many; ++round) {
       auto half = comm.split(comm.rank() % 2, comm.rank());
       auto copy = half.dup();
       std::vector<int> data(8, 1);
       weft::allreduce(copy, std::span<int>(data));
       if (data[0] != copy.size()) sink.add("wrong sum in round " + std::to_string(round));
     }
+  };
+  world.run(sink, [&](tcp_comm& comm) {
+    rounds(comm, 20);  // what earlier tests left behind settles meanwhile
+    weft::barrier(comm);
+    if (comm.rank() == 0) {
+      before = {count("/proc/self/fd"), count("/proc/self/task")};
+    }
+    weft::barrier(comm);
+    rounds(comm, 200);
     weft::barrier(comm);
     if (comm.rank() == 0) {
       after = {count("/proc/self/fd"), count("/proc/self/task")};
@@ -995,6 +999,8 @@ TEST_CASE("split and dup communicators made and dropped in a loop leave no file 
   INFO(sink.summary());
   CHECK(sink.empty());
   CHECK(ready == 3);
-  CHECK(after[0] == before[0]);  // file descriptors of the whole process (every rank's)
-  CHECK(after[1] == before[1]);  // threads
+  // The whole process's (every rank's) file descriptors and threads do not grow with the rounds
+  // (fewer is what earlier tests' closing leaves).
+  CHECK(after[0] <= before[0]);
+  CHECK(after[1] <= before[1]);
 }

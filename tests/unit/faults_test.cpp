@@ -6,10 +6,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 using namespace weft_test;
@@ -240,4 +242,48 @@ TEST_CASE("a failed communicator refuses dup, and a size mismatch is a mismatch"
   INFO(sizes[1].message);
   CHECK(sizes[1].code == weft::errc::mismatch);
   CHECK_THAT(sizes[1].message, Contains("expected 8 bytes"));
+}
+
+namespace {
+
+// A user reduction that throws on one value.
+struct fussy_sum {
+  static constexpr bool commutative = true;
+  int operator()(int a, int b) const {
+    if (a == 13 || b == 13) throw std::runtime_error("fussy_sum will not add 13");
+    return a + b;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a user reduction that throws ends the call on every rank, it does not hang", "[faults]") {
+  for (const int p : {2, 3, 4}) {
+    INFO(p << " ranks");
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<std::string> messages(static_cast<std::size_t>(p));
+    try {
+      weft::inproc::run(
+          p,
+          [&](comm_t& comm) {
+            std::vector<int> data(4096, comm.rank() == 1 ? 13 : 1);
+            try {
+              weft::allreduce(comm, std::span<int>(data), fussy_sum{}, weft::ring{});
+            } catch (const std::exception& failure) {
+              messages[static_cast<std::size_t>(comm.rank())] = failure.what();
+              throw;
+            }
+          },
+          test_options());
+      FAIL("the allreduce succeeded");
+    } catch (const std::exception&) {
+    }
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+    for (const auto& message : messages) {
+      INFO(message);
+      CHECK_FALSE(message.empty());
+    }
+    CHECK(std::any_of(messages.begin(), messages.end(),
+                      [](const std::string& m) { return m.find("will not add 13") != std::string::npos; }));
+  }
 }

@@ -36,14 +36,7 @@ class file_store final : public store {
   void set(std::string_view key, std::string_view value) override {
     check(key, value.size());
     const auto final_path = path_of(key);
-    auto temporary = final_path;
-    temporary += ".tmp" + std::to_string(std::random_device{}());
-    {
-      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-      out.write(value.data(), static_cast<std::streamsize>(value.size()));
-      out.close();
-      if (!out) throw error(errc::transport, "file store: cannot write " + temporary.string());
-    }
+    const auto temporary = write_beside(final_path, value);
     std::error_code failure;
     std::filesystem::rename(temporary, final_path, failure);
     if (failure) {
@@ -77,14 +70,7 @@ class file_store final : public store {
   std::string claim(std::string_view key, std::string_view value) override {
     check(key, value.size());
     const auto final_path = path_of(key);
-    auto temporary = final_path;
-    temporary += ".tmp" + std::to_string(std::random_device{}());
-    {
-      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-      out.write(value.data(), static_cast<std::streamsize>(value.size()));
-      out.close();
-      if (!out) throw error(errc::transport, "file store: cannot write " + temporary.string());
-    }
+    const auto temporary = write_beside(final_path, value);
     std::error_code failure;
     std::filesystem::create_hard_link(temporary, final_path, failure);
     std::error_code ignored;
@@ -104,6 +90,18 @@ class file_store final : public store {
   void interrupt() override { interrupted_ = true; }
 
  private:
+  // Writes `value` to a new file next to `final_path` (which it then replaces or is linked to,
+  // so that no reader sees half a value); returns its path.
+  static std::filesystem::path write_beside(const std::filesystem::path& final_path, std::string_view value) {
+    auto temporary = final_path;
+    temporary += ".tmp" + std::to_string(std::random_device{}());
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(value.data(), static_cast<std::streamsize>(value.size()));
+    out.close();
+    if (!out) throw error(errc::transport, "file store: cannot write " + temporary.string());
+    return temporary;
+  }
+
   static void check(std::string_view key, std::size_t value_bytes) {
     if (key.empty() || key.size() > max_key_bytes || value_bytes > max_value_bytes) {
       throw error(errc::invalid_argument,

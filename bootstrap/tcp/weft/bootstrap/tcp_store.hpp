@@ -34,12 +34,16 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -344,64 +348,32 @@ class tcp_store final : public store {
   }
 
   void set(std::string_view key, std::string_view value) override {
-    check(key, value.size());
-    std::byte ack{0};
-    if (!exchange(request(1, key, value), {&ack, 1},
-                  deadline_clock::now() + std::chrono::seconds(60))) {
-      throw error(errc::timeout, "the tcp store at " + where_ + " did not acknowledge setting '" +
-                                     std::string(key) + "'");
-    }
+    acknowledged(1, key, value, "setting '" + std::string(key) + "'");
   }
 
   std::optional<std::string> get(std::string_view key,
                                  deadline_clock::time_point deadline) override {
     check(key, 0);
-    std::byte size_bytes[4];
-    if (!exchange(request(2, key, {}), {size_bytes, 4}, deadline)) return std::nullopt;
-    const std::uint32_t size = store_detail::get32(size_bytes);
-    if (size > max_value_bytes)
-      throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
-    std::string value(size, '\0');
-    if (!exchange({}, {reinterpret_cast<std::byte*>(value.data()), size}, deadline))
-      return std::nullopt;
-    return value;
+    return value_reply(request(2, key, {}), deadline);
   }
 
   std::string claim(std::string_view key, std::string_view value) override {
     check(key, value.size());
-    const auto deadline = deadline_clock::now() + std::chrono::seconds(60);
-    std::byte size_bytes[4];
-    std::string held;
-    bool answered = exchange(request(3, key, value), {size_bytes, 4}, deadline);
-    if (answered) {
-      const std::uint32_t size = store_detail::get32(size_bytes);
-      if (size > max_value_bytes)
-        throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
-      held.resize(size);
-      answered = exchange({}, {reinterpret_cast<std::byte*>(held.data()), size}, deadline);
-    }
-    if (!answered) {
+    auto held = value_reply(request(3, key, value), deadline_clock::now() + answer_time);
+    if (!held) {
       throw error(errc::timeout, "the tcp store at " + where_ + " did not answer a claim of '" +
                                      std::string(key) + "'");
     }
-    return held;
+    return *held;
   }
 
   bool set_on_close(std::string_view key, std::string_view value) override {
-    check(key, value.size());
-    std::byte ack{0};
-    if (!exchange(request(4, key, value), {&ack, 1}, deadline_clock::now() + std::chrono::seconds(60))) {
-      throw error(errc::timeout, "the tcp store at " + where_ + " did not acknowledge a close notice");
-    }
+    acknowledged(4, key, value, "a close notice");
     return true;
   }
 
   void withdraw_on_close(std::string_view key, std::string_view value) override {
-    check(key, value.size());
-    std::byte ack{0};
-    if (!exchange(request(5, key, value), {&ack, 1}, deadline_clock::now() + std::chrono::seconds(60))) {
-      throw error(errc::timeout, "the tcp store at " + where_ + " did not acknowledge a withdrawal");
-    }
+    acknowledged(5, key, value, "a withdrawal");
   }
 
   connector_type connector() const override {
@@ -498,6 +470,30 @@ class tcp_store final : public store {
                       " refused this rank: is WEFT_SECRET the same on every rank?");
     }
     timed_out_ = false;
+  }
+
+  // How long a request that the store answers at once may take.
+  static constexpr std::chrono::seconds answer_time{60};
+
+  // Sends request `op` and waits for its one-byte acknowledgement.
+  void acknowledged(int op, std::string_view key, std::string_view value, const std::string& what) {
+    check(key, value.size());
+    std::byte ack{0};
+    if (!exchange(request(op, key, value), {&ack, 1}, deadline_clock::now() + answer_time)) {
+      throw error(errc::timeout, "the tcp store at " + where_ + " did not acknowledge " + what);
+    }
+  }
+
+  // Sends `out` and reads the value the store answers (u32 bytes | value); nullopt by the deadline.
+  std::optional<std::string> value_reply(std::span<const std::byte> out, deadline_clock::time_point deadline) {
+    std::byte size_bytes[4];
+    if (!exchange(out, {size_bytes, 4}, deadline)) return std::nullopt;
+    const std::uint32_t size = store_detail::get32(size_bytes);
+    if (size > max_value_bytes)
+      throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
+    std::string value(size, '\0');
+    if (!exchange({}, {reinterpret_cast<std::byte*>(value.data()), size}, deadline)) return std::nullopt;
+    return value;
   }
 
   static std::vector<std::byte> request(int op, std::string_view key, std::string_view value) {

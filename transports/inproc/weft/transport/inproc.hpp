@@ -90,6 +90,13 @@ class operation_list {
     (node->next ? node->next->prev : tail_) = node->prev;
     node->next = node->prev = nullptr;
   }
+  // The arrived receive whose send is `sent`, if it is still here.
+  operation* find_partner(const operation* sent) const {
+    for (operation* node = head_; node != nullptr; node = node->next) {
+      if (node->partner == sent) return node;
+    }
+    return nullptr;
+  }
   // First node from `source` with `tag`: messages of one pair and tag match in posting order.
   operation* find(int source, tag_t tag) const {
     for (operation* node = head_; node != nullptr; node = node->next) {
@@ -249,7 +256,22 @@ class basic_transport {
       detail::operation* sent = receive->partner;
       receive->partner = nullptr;
       const int sender = sent->source;  // once delivered, the sender may reuse its node
-      deliver(sent, receive);
+      try {
+        deliver(sent, receive);
+      } catch (...) {
+        // A user's reduction threw. This pair is over: the sender's buffer is read no more, so
+        // its send is done (a sender cancelling it would otherwise wait for ever). The receives
+        // not yet delivered go back to wait for this rank's next wait, or its cancel.
+        sent->status.store(detail::state::done, std::memory_order_release);
+        receive->status.store(detail::state::done, std::memory_order_release);
+        world_->state(sender).notify();
+        std::lock_guard lock(box.mutex);
+        while (detail::operation* rest = ready.pop_front()) {
+          rest->status.store(detail::state::arrived, std::memory_order_relaxed);
+          box.arrived.push_back(rest);
+        }
+        throw;
+      }
       world_->state(sender).notify();
     }
   }
@@ -320,6 +342,18 @@ class basic_transport {
           break;
         }
         if (status != detail::state::matched) break;  // done, failed or idle
+        if (node->is_send) {
+          // Our send was handed to a receive that has not been copied yet: take it back, and
+          // the receive waits for the next send again. (Waiting instead for the receiver, which
+          // may itself be cancelling its own send to us, would wait for ever.)
+          if (detail::operation* receive = box.arrived.find_partner(node)) {
+            box.arrived.erase(receive);
+            receive->partner = nullptr;
+            receive->status.store(detail::state::queued, std::memory_order_relaxed);
+            box.posted_receives.push_front(receive);
+            break;
+          }
+        }
       }
       // Our send is in a receiver's hands: it copies it the next time it waits, or gives it
       // back if it withdraws its receive. Either happens within that rank's timeout.
