@@ -10,6 +10,7 @@
 // owner befriends request_handle.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <utility>
 
@@ -53,7 +54,7 @@ class request_handle {
 // buffer any more) and lives on, retired, until the last request is dropped, which deletes it.
 // Engine: requests_held() (requests handed out and not yet dropped), retire() (close now), and
 // a cancel(op) that, once retired, only counts the request down and deletes the engine after
-// the last.
+// the last: what retiring<Engine> below gives it.
 template <class Engine>
 struct close_or_retire {
   void operator()(Engine* engine) const noexcept {
@@ -67,5 +68,33 @@ struct close_or_retire {
 
 template <class Engine>
 using engine_ptr = std::unique_ptr<Engine, close_or_retire<Engine>>;
+
+// The bookkeeping close_or_retire asks of an engine, once for every transport. Engine derives
+// from retiring<Engine>, has a public close() (an orderly close that runs once), calls
+// hand_out() for every request it hands out, and take_back() first thing in its cancel(): true
+// means the engine is retired (and deleted once its last request is dropped), and cancel must
+// touch nothing more.
+template <class Engine>
+class retiring {
+ public:
+  std::size_t requests_held() const { return held_; }
+  void retire() {
+    static_cast<Engine*>(this)->close();
+    retired_ = true;
+  }
+
+ protected:
+  void hand_out() { ++held_; }
+  bool take_back() {
+    --held_;
+    if (!retired_) return false;
+    if (held_ == 0) delete static_cast<Engine*>(this);
+    return true;
+  }
+
+ private:
+  std::size_t held_ = 0;    // requests handed out and not yet dropped
+  bool retired_ = false;    // closed while requests lived; the last deletes it
+};
 
 }  // namespace weft::detail

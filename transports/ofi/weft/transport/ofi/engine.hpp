@@ -13,6 +13,7 @@
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/owning_process.hpp"
+#include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
@@ -41,7 +42,7 @@
 
 namespace weft::ofi::detail {
 
-class engine {
+class engine : public weft::detail::retiring<engine> {
  public:
   // Opens an endpoint on the chosen provider and meets the other ranks through `meeting` (not
   // needed for one rank); ofi/fabric.hpp.
@@ -55,18 +56,10 @@ class engine {
   // Says farewell to every peer, then closes the fabric's objects, once (ofi/fabric.hpp).
   void close();
 
-  // Requests handed out and not yet dropped; retire(): closed while some are
-  // (weft/detail/request_handle.hpp's close_or_retire).
-  std::size_t requests_held() const { return held_; }
-  void retire() {
-    close();
-    retired_ = true;
-  }
-
   // A post for a request (counted until the request is dropped: cancel).
   operation* post_request(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag) {
     operation* op = post(is_send, peer, data, size, tag);
-    ++held_;
+    hand_out();
     return op;
   }
 
@@ -143,11 +136,8 @@ class engine {
   // The request is gone: take the operation back from the fabric, or let it finish on the
   // transport's own where its buffer is only ever read.
   void cancel(operation* op) {
-    --held_;
-    if (retired_) {  // closed while this request lived: the endpoint no longer touches its buffer
-      if (held_ == 0) delete this;
-      return;
-    }
+    // Retired while this request lived: the endpoint no longer touches its buffer.
+    if (take_back()) return;
     switch (op->state) {
       case status::idle:
       case status::done:
@@ -286,8 +276,6 @@ class engine {
   std::string broken_reason_;
   std::vector<std::string> peer_names_;  // each rank's endpoint name, as published
   bool closed_ = false;        // close() has run
-  std::size_t held_ = 0;       // requests handed out and not yet dropped
-  bool retired_ = false;       // closed while requests lived; the last deletes it
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's failure notice
   std::atomic<int> job_lost_{-1};  // set once, by the notice's thread, after job_lost_why_
   std::string job_lost_why_;

@@ -12,6 +12,7 @@
 #include "weft/bootstrap/tcp_store.hpp"
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/owning_process.hpp"
+#include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/tcp/config.hpp"
@@ -38,7 +39,7 @@
 
 namespace weft::tcp::detail {
 
-class engine {
+class engine : public weft::detail::retiring<engine> {
  public:
   engine(int rank, int size, bootstrap::store* meeting, const config& settings)
       : rank_(rank), size_(size), settings_(settings), acceptor_(io_) {
@@ -66,14 +67,6 @@ class engine {
   engine& operator=(const engine&) = delete;
   ~engine() { close(); }
   void close();  // an orderly close, once (tcp/handshake.hpp)
-
-  // Requests handed out and not yet dropped; retire(): closed while some are
-  // (weft/detail/request_handle.hpp's close_or_retire).
-  std::size_t requests_held() const { return held_; }
-  void retire() {
-    close();
-    retired_ = true;
-  }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -152,11 +145,7 @@ class engine {
 
   // The request is gone: withdraw the operation, or let it finish on the transport's own.
   void cancel(operation* op) {
-    --held_;
-    if (retired_) {  // closed while this request lived: nothing touches its buffer any more
-      if (held_ == 0) delete this;
-      return;
-    }
+    if (take_back()) return;  // retired while it lived: nothing touches its buffer any more
     switch (op->state) {
       case status::idle:
       case status::done:
@@ -275,7 +264,7 @@ class engine {
   operation* start(bool is_send, int peer, tag_t tag, std::size_t size) {
     weft::detail::check_peer(rank_, size_, peer, is_send ? "send to" : "receive from");
     operation* op = pool_.acquire();
-    ++held_;
+    hand_out();
     op->is_send = is_send;
     op->peer = peer;
     op->tag = tag;
@@ -319,8 +308,6 @@ class engine {
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
   std::string given_up_reason_;           // another rank declared this one lost: every wait fails
   bool closing_ = false;                  // closing: read and drop, report nothing
-  std::size_t held_ = 0;                  // requests handed out and not yet dropped
-  bool retired_ = false;                  // closed while requests lived; the last deletes it
   bool crowded_ = false;                  // this host runs more ranks than this process has CPUs
   std::string system_congestion_;         // a new socket's congestion control (the system's)
   std::string local_congestion_;          // connections to this host's ranks': choose_congestion (empty: the system's)
