@@ -69,6 +69,13 @@ class failure_watch {
       } catch (const error&) {  // the store is gone already
       }
     }
+    if (rank_ == 0) {
+      // The store goes with this process: first let the watches hear that the job ended (this
+      // one hears it when the store has answered them all), or they would take its going for
+      // rank 0's death.
+      const auto until = deadline_clock::now() + report_time;
+      while (!heard_ && deadline_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     listening_->interrupt();
     thread_.join();
   }

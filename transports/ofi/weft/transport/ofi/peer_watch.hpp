@@ -145,6 +145,17 @@ class peer_watch {
     return gone_[static_cast<std::size_t>(rank)].load(std::memory_order_acquire);
   }
   bool any_gone() const noexcept { return any_gone_.load(std::memory_order_acquire); }
+  // Whether `rank`'s process has exited, asked now rather than waiting for the watching thread
+  // (for an error that may be its death).
+  bool ended(int rank) const noexcept {
+    if (gone(rank)) return true;
+    for (const auto& each : watched_) {
+      if (each.who.rank != rank || each.fd < 0) continue;
+      pollfd exited{each.fd, POLLIN, 0};
+      return ::poll(&exited, 1, 0) == 1;
+    }
+    return false;
+  }
   std::size_t watched() const noexcept { return watched_.size(); }
 
   // The pid of a watched peer, 0 for one not watched.

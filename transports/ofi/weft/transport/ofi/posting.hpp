@@ -121,10 +121,14 @@ inline void engine::drain_backlog() {
       withdraw_queued(op);
       op->completed = op->pieces.size();  // nothing of it is left with the fabric
       --in_flight_;
-      fail(op, errc::transport,
-           who() + ": " + (op->is_send ? "fi_tsend to" : "fi_trecv from") + " rank " +
-               std::to_string(op->peer) + " failed on provider '" + provider_name() +
-               "': " + text_of(static_cast<int>(code)));
+      if (watch_ && watch_->ended(op->peer)) {  // the post failed because the peer died
+        fail(op, errc::peer_lost, gone_message(op));
+      } else {
+        fail(op, errc::transport,
+             who() + ": " + (op->is_send ? "fi_tsend to" : "fi_trecv from") + " rank " +
+                 std::to_string(op->peer) + " failed on provider '" + provider_name() +
+                 "': " + text_of(static_cast<int>(code)));
+      }
       continue;
     }
     p->posted = true;
