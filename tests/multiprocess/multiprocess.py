@@ -9,13 +9,14 @@ weft-run   the collective slice on 2, 3 and 4 processes under weft-run, and weft
 failures   ranks started by hand from the environment: meeting through a file store, a rank
            killed mid-collective, a rank that closes its transport, a rank later than the
            others' timeout, a rank whose forked child exits, two processes as one rank, a rank
-           that never starts, a store that never comes, a wrong secret
+           killed at start-up before the others have met, a rank that never starts, a store that never comes, a wrong secret
 mpirun     the slice under Open MPI's mpirun --oversubscribe (skipped without mpirun)
 netns      two ranks in separate network namespaces joined by a veth pair (skipped where
            namespaces cannot be made)
 ofi        (with ofi_ranks) the libfabric transport on shm, tcp;ofi_rxm, sockets and net,
            ranks killed mid-allreduce, mid-alltoall and mid-broadcast on shm, tcp;ofi_rxm and
-           sockets with the default timeout (every survivor must know within 10 s), a rank later
+           sockets with the default timeout (every survivor must know within 10 s), and one
+           killed at start-up, before the others have met, on the same providers; a rank later
            than the timeout, on shm one killed while it copies a large message (holding its
            region's lock), an unknown provider
 
@@ -180,12 +181,14 @@ def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None,
         detected = re.search(r"detected in ([-0-9.]+) ms", output)
         if detected:
             times.append(float(detected.group(1)))
+        expected = (expect,) if isinstance(expect, str) else expect  # alternatives
         if expect:
-            what = "'%s'" % expect
+            what = " or ".join("'%s'" % each for each in expected)
         else:
             what = "peer_lost or timeout" if label.startswith("ofi") else "peer_lost naming rank %d" % victim
         check(code == 0 and "rebuilt a world of %d ranks without rank %d" % (size - 1, victim) in output
-              and (expect is None or (detected and expect in output.split("detected in", 1)[1].splitlines()[0])),
+              and (expect is None or (detected and any(each in output.split("detected in", 1)[1].splitlines()[0]
+                                                        for each in expected))),
               "%s: rank %d got %s, was refused after, and rebuilt the world" % (mode, rank, what), output)
     victim_process = processes[victim]
     if victim_process.poll() is None:
@@ -204,6 +207,45 @@ def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None,
         print("     detection times (ms after the event): " + ", ".join("%.1f" % t for t in times))
         bound = bound or timeout_ms + 5000
         check(max(times) < bound, "%s: every rank knew within %d ms (max %.1f ms)" % (mode, bound, max(times)))
+
+
+def killed_before_joining(ranks_program, label="", extra=None):
+    """Ranks 0, 2 and 3 of 4 start, rank 2 is SIGKILLed while it waits at start-up for rank 1 (not
+    yet started), then rank 1 starts: with the communicator's timeout at its default (5 minutes),
+    ranks 0 and 3 must fail naming rank 2 within 10 s of the kill, and rank 1 fail too."""
+    port = free_port()
+    early = start_ranks([0, 2, 3], 4, [ranks_program, "slice"], 300000, port=port, extra=extra)
+    time.sleep(3.0)  # rank 2 has met the store and waits for rank 1
+    early[2].kill()
+    killed = time.monotonic()
+    # Rank 1 may reach the store only after rank 0 failed and took it along: it cannot tell that
+    # from a rank 0 yet to start, and waits its start-up timeout (3 s here) for the store.
+    late = start_ranks([1], 4, [ranks_program, "slice"], 3000, port=port, extra=extra)
+    survivors = {0: early[0], 1: late[1], 3: early[3]}
+    deadline = killed + 30
+    ended = {}
+    while len(ended) < len(survivors) and time.monotonic() < deadline:
+        for rank, process in survivors.items():
+            if rank not in ended and process.poll() is not None:
+                ended[rank] = time.monotonic() - killed
+        time.sleep(0.02)
+    for rank, (code, output) in collect(survivors, timeout=1).items():
+        took = ended.get(rank)
+        error = output.split("error:", 1)[-1]
+        named = "rank 2" in error or (rank == 1 and "tcp store" in error)
+        check(code not in (None, 0) and took is not None and took < 10 and named,
+              "%skilled before it joins: rank %d fails naming rank 2%s within 10 s (%s)"
+              % (label, rank, " (or the store gone with rank 0)" if rank == 1 else "",
+                 "%.2f s" % took if took is not None else "still running after 30 s"), output)
+    early[2].communicate()
+    check(early[2].returncode == -9, "%skilled before it joins: rank 2 died of SIGKILL" % label)
+    if label.startswith("ofi shm"):
+        # Rank 2 published its endpoint before it died: the survivors remove its region.
+        left = glob.glob("/dev/shm/%d:*" % early[2].pid)
+        check(not left, "%skilled before it joins: the survivors removed rank 2's shared region (%s)"
+              % (label, " ".join(left) or "none left"))
+        for segment in left:
+            os.remove(segment)
 
 
 def file_store_run(ranks_program):
@@ -230,6 +272,7 @@ def scenario_failures(ranks_program):
     failure_run(ranks_program, "kill", 4, 2)
     failure_run(ranks_program, "close", 4, 1)
     failure_run(ranks_program, "kill", 3, 1)
+    killed_before_joining(ranks_program)
 
     # A rank that joins 3 timeouts late (stopped, then resumed) fails the call the others gave up
     # on, rather than completing it.
@@ -316,6 +359,7 @@ def scenario_ofi(ranks_program, weft_run):
         for collective in ("allreduce", "alltoall", "broadcast"):
             failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, extra={"WEFT_OFI_PROVIDER": provider},
                         label="ofi %s " % provider, bound=10000, expect="rank 2", collective=collective)
+        killed_before_joining(ranks_program, label="ofi %s: " % provider, extra={"WEFT_OFI_PROVIDER": provider})
     # A rank later than the other's timeout hears, through the store, that it was given up on,
     # and fails the call rather than completing it with what was already delivered.
     processes = start_ranks(range(2), 2, [ranks_program, "stall", "1"], timeout_ms=1000,
@@ -326,10 +370,11 @@ def scenario_ofi(ranks_program, weft_run):
     check(results[0][0] == 0 and "gave up" in results[0][1],
           "ofi shm: a rank later than the timeout: rank 0 gives up on it", results[0][1])
     # Killed while copying a 32 MiB message, so most often holding the lock of its shared region:
-    # the senders still learn of it at once, from the watch on its process, and rebuild.
+    # the senders still learn of it at once, from the watch on its process or from the job's
+    # notice through the store (whichever comes first), and rebuild.
     for round in range(3):
         failure_run(ranks_program, "flood", 3, 1, timeout_ms=3000, extra={"WEFT_OFI_PROVIDER": "shm"},
-                    label="ofi shm (round %d) " % (round + 1), bound=1000, expect="has ended")
+                    label="ofi shm (round %d) " % (round + 1), bound=1000, expect=("has ended", "rank 1 is lost"))
     # A provider that does not exist: a clear error on every rank.
     env = dict(os.environ, WEFT_OFI_PROVIDER="no-such-provider", WEFT_TIMEOUT_MS="3000")
     code, output, _ = run([sys.executable, weft_run, "-n", "2", "--", ranks_program, "slice"], timeout=60, env=env)

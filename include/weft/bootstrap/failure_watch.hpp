@@ -15,6 +15,11 @@
 // also tells the watches that the job ended). When the store itself goes without that, the
 // watch reports rank 0, which serves it, lost. Over a file store there are no connections:
 // reports still reach every rank, deaths are left to the transport.
+//
+// A transport starts its watch before it meets its peers, so that a rank killed during the
+// start-up is a notice too: until the transport calls started(), a notice also ends the wait on
+// the store the transport meets through (store::interrupt), and rethrow_if_lost turns what that
+// wait threw into peer_lost naming the lost rank.
 #pragma once
 
 #include "weft/bootstrap/store.hpp"
@@ -26,6 +31,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,20 +43,24 @@ namespace weft::bootstrap {
 class failure_watch {
  public:
   // Called once, on the watch's thread, with the lost rank (this rank itself when the others
-  // gave up on it) and why.
+  // gave up on it) and why, after lost() and why() say so.
   using handler = std::function<void(int lost, const std::string& why)>;
 
   // Watches the job under `prefix` through new connections to `meeting`'s store; a store that
-  // cannot make them leaves the watch idle (active() false).
-  failure_watch(const store& meeting, std::string prefix, int rank, handler on_failure)
+  // cannot make them leaves the watch idle (active() false). Until started(), a notice also
+  // interrupts `meeting`, which must outlive the watch.
+  failure_watch(store& meeting, std::string prefix, int rank, handler on_failure = {})
       : connect_(meeting.connector()),
         key_(std::move(prefix) + "/failed"),
         lifeline_(notice(rank, "its connection to the bootstrap store ended: the process of rank " +
                                    std::to_string(rank) + " exited, crashed or was killed")),
         rank_(rank),
-        on_failure_(std::move(on_failure)) {
+        on_failure_(std::move(on_failure)),
+        meeting_(&meeting) {
     if (!connect_) return;
-    listening_ = connect_(deadline_clock::now() + std::chrono::seconds(30));
+    // The store answered this rank a moment ago: a new connection that takes long means it has
+    // gone (the job failed and rank 0 exited), not that it has yet to start.
+    listening_ = connect_(deadline_clock::now() + connect_time);
     lifeline_set_ = listening_->set_on_close(key_, lifeline_);
     thread_ = std::thread([this] { listen(); });
   }
@@ -82,6 +92,29 @@ class failure_watch {
 
   bool active() const { return thread_.joinable(); }
 
+  // The rank the job heard was lost (this rank when the others gave up on it), -1 while none.
+  int lost() const { return lost_.load(std::memory_order_acquire); }
+  // Why, once lost() is not -1.
+  const std::string& why() const { return why_; }
+
+  // The transport has met its peers: a notice no longer interrupts the store.
+  void started() {
+    std::lock_guard guard(starting_guard_);
+    meeting_ = nullptr;
+  }
+
+  // During start-up: when the job heard of a lost rank (what `failure` is likely the result
+  // of), throws peer_lost saying so, from `who` ("rank 1"); otherwise returns.
+  void rethrow_if_lost(const std::string& who) const {
+    const int rank = lost();
+    if (rank < 0) return;
+    if (rank == rank_) {
+      throw error(errc::peer_lost, who + " could not start: the other ranks count it as lost (" + why_ + ")");
+    }
+    throw error(errc::peer_lost, who + " could not start: rank " + std::to_string(rank) +
+                                     " is lost (" + why_ + ")");
+  }
+
   // This rank saw `lost` lost: every rank's watch hears it (the first report of a job wins).
   void report(int lost, std::string_view why) {
     if (!active() || stopping_ || heard_) return;  // the job has its notice already
@@ -94,6 +127,8 @@ class failure_watch {
  private:
   // How long a report or a withdrawal may spend reaching the store (it may be gone).
   static constexpr std::chrono::seconds report_time{2};
+  // How long making the watch's own connection may take.
+  static constexpr std::chrono::seconds connect_time{5};
 
   static std::string notice(int lost, const std::string& why) { return std::to_string(lost) + "|" + why; }
 
@@ -114,7 +149,14 @@ class failure_watch {
       why = "the bootstrap store rank 0 serves went away (" + std::string(failure.what()) +
             "): rank 0 exited, crashed or was killed";
     }
-    if (lost >= 0 && !stopping_) on_failure_(lost, why);
+    if (lost < 0 || stopping_) return;
+    why_ = std::move(why);
+    lost_.store(lost, std::memory_order_release);
+    {
+      std::lock_guard guard(starting_guard_);
+      if (meeting_ != nullptr) meeting_->interrupt();
+    }
+    if (on_failure_) on_failure_(lost, why_);
   }
 
   store::connector_type connect_;
@@ -126,6 +168,10 @@ class failure_watch {
   bool lifeline_set_ = false;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> heard_{false};  // the key was set, or the store went
+  std::atomic<int> lost_{-1};        // set once, by the watch's thread, after why_
+  std::string why_;
+  std::mutex starting_guard_;
+  store* meeting_;  // interrupted by a notice until started()
   std::thread thread_;
 };
 

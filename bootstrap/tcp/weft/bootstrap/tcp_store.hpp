@@ -34,8 +34,9 @@
 #include <sys/socket.h>
 
 #include <array>
-#include <chrono>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -160,6 +161,7 @@ class tcp_store_server {
     bool greeted = false;
     bool closed = false;
     std::string on_close;  // key '\0' value: claimed when this connection ends (op 4)
+    std::uint64_t parked = 0;  // while a get waits for its key: which wait (see park)
 
     void drop(const std::string& why) {
       if (closed) return;
@@ -272,9 +274,32 @@ class tcp_store_server {
                 } else if (auto found = values_.find(key); found != values_.end()) {
                   answer(client, found->second);
                 } else {
-                  waiters_[key].push_back(client);
+                  park(client, key);
                 }
               });
+        });
+  }
+
+  // A get waits for its key. The client sends nothing meanwhile, so the connection is watched
+  // for its end (a lifeline's process may die while its watch waits here): readable means
+  // closed, or a client that broke the protocol.
+  void park(const std::shared_ptr<session>& client, const std::string& key) {
+    waiters_[key].push_back(client);
+    client->parked = ++parks_;
+    watch_parked(client, client->parked);
+  }
+
+  void watch_parked(const std::shared_ptr<session>& client, std::uint64_t which) {
+    client->socket.async_wait(
+        store_detail::tcp::socket::wait_read, [this, client, which](boost::system::error_code failure) {
+          if (failure || client->closed || client->parked != which) return;  // answered meanwhile
+          std::byte peeked;
+          const auto got = ::recv(client->socket.native_handle(), &peeked, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return watch_parked(client, which);
+          client->drop(got == 0  ? "closed while waiting for a key"
+                       : got < 0 ? std::string("failed while waiting for a key: ") + std::strerror(errno)
+                                 : std::string("sent a request while its get waited"));
         });
   }
 
@@ -288,6 +313,7 @@ class tcp_store_server {
     auto waiting = waiters_.extract(key);
     if (!waiting.empty()) {
       for (auto& waiter : waiting.mapped()) {
+        waiter->parked = 0;
         if (!waiter->closed) answer(waiter, stored);
       }
     }
@@ -321,6 +347,7 @@ class tcp_store_server {
   std::map<std::string, std::string, std::less<>> values_;
   // Clients waiting for a key; held until it is set (a client that gives up is dropped then).
   std::map<std::string, std::vector<std::shared_ptr<session>>, std::less<>> waiters_;
+  std::uint64_t parks_ = 0;
   std::map<std::string, std::weak_ptr<session>> lifelines_;  // op 4's, by key '\0' value
 };
 
@@ -382,8 +409,10 @@ class tcp_store final : public store {
     };
   }
 
-  // Ends the connection from another thread: a get waiting on it throws.
+  // From another thread: the call waiting on this connection throws errc::transport; the next
+  // call connects again.
   void interrupt() override {
+    interrupted_ = true;
     if (socket_.is_open()) ::shutdown(socket_.native_handle(), SHUT_RDWR);
   }
 
@@ -548,6 +577,10 @@ class tcp_store final : public store {
   [[noreturn]] void lost(const boost::system::error_code& failure) {
     boost::system::error_code ignored;
     socket_.close(ignored);
+    if (interrupted_.exchange(false)) {
+      timed_out_ = true;  // the store is fine: the next call connects again
+      throw error(errc::transport, "a wait on the " + describe() + " was interrupted");
+    }
     throw error(errc::peer_lost, "lost the connection to the " + describe() + " (" +
                                      failure.message() +
                                      "): rank 0, which serves it, may have failed");
@@ -561,6 +594,7 @@ class tcp_store final : public store {
   store_detail::asio::io_context io_{1};
   store_detail::tcp::socket socket_;
   bool timed_out_ = false;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace weft::bootstrap

@@ -99,8 +99,8 @@ inline void engine::fail(operation* op, errc code, const std::string& why) {
 inline std::string engine::lost_message(const operation* op, int lost) const {
   const std::string what = who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
                            std::to_string(op->peer);
-  if (lost == rank_) return what + ": the other ranks count this rank as lost (" + job_lost_why_ + ")";
-  return what + ": rank " + std::to_string(lost) + " is lost (" + job_lost_why_ + ")";
+  if (lost == rank_) return what + ": the other ranks count this rank as lost (" + failures_->why() + ")";
+  return what + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")";
 }
 
 inline void engine::fail_call(const char* what, int code) const {

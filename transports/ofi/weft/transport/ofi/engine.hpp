@@ -94,7 +94,7 @@ class engine : public weft::detail::retiring<engine> {
   bool finished(operation* op) {
     // The job heard that `lost` was lost (ofi/fabric.hpp's failure watch). When the others gave
     // up on this rank, what completed fails too: they count the call as failed.
-    const int lost = job_lost_.load(std::memory_order_acquire);
+    const int lost = job_lost();
     if (lost == rank_ && (op->state == status::posted || op->state == status::done)) {
       op->state = status::posted;
       fail(op, errc::peer_lost, lost_message(op, lost));
@@ -213,6 +213,8 @@ class engine : public weft::detail::retiring<engine> {
   // Opening, meeting and parting (ofi/fabric.hpp).
   void open();
   void meet(bootstrap::store& meeting);
+  void exchange_addresses(bootstrap::store& meeting);
+  void forget_region_of(bootstrap::store& meeting, int lost);
   void farewell();
   std::string endpoint_name() const;
   fi_addr_t own_address_entry();
@@ -233,6 +235,8 @@ class engine : public weft::detail::retiring<engine> {
   }
   std::string size_mismatch(std::size_t expected, std::size_t got, tag_t tag) const;
   bool peer_gone(int peer) const { return watch_ && watch_->gone(peer); }
+  // The rank the job's failure notice names, -1 while none.
+  int job_lost() const { return failures_ ? failures_->lost() : -1; }
   std::string gone_message(const operation* op) const;
   std::string lost_message(const operation* op, int lost) const;
 
@@ -277,8 +281,6 @@ class engine : public weft::detail::retiring<engine> {
   std::vector<std::string> peer_names_;  // each rank's endpoint name, as published
   bool closed_ = false;        // close() has run
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's failure notice
-  std::atomic<int> job_lost_{-1};  // set once, by the notice's thread, after job_lost_why_
-  std::string job_lost_why_;
   call_tracker calls_;                   // calls into the provider, for the watcher
   std::unique_ptr<peer_watch> watch_;    // peer processes on this host
 };

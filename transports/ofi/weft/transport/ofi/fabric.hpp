@@ -212,8 +212,41 @@ inline fi_addr_t engine::own_address_entry() {
   return address;
 }
 
-// Publishes this endpoint's name and fills the address vector with every rank's.
 inline void engine::meet(bootstrap::store& meeting) {
+  // Watched from the start: a rank killed while the others wait for its address is a notice
+  // that ends their wait (weft/bootstrap/failure_watch.hpp).
+  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_);
+  try {
+    exchange_addresses(meeting);
+  } catch (const error&) {
+    if (failures_->lost() >= 0) forget_region_of(meeting, failures_->lost());
+    failures_->rethrow_if_lost(who());
+    throw;
+  }
+  failures_->started();
+}
+
+// A rank lost at start-up, on this host, over shm: removes the region its endpoint made, which
+// it cannot remove itself (the ranks that met it do so from the peer watch).
+inline void engine::forget_region_of(bootstrap::store& meeting, int lost) {
+  if (provider_name() != "shm" || lost == rank_) return;
+  try {
+    // The wait was interrupted: the store connects again, which a deadline of now would forbid.
+    const auto value = meeting.get(settings_.prefix + "/ofi/" + std::to_string(lost),
+                                   deadline_clock::now() + std::chrono::seconds(1));
+    if (!value) return;  // it had not published its address
+    const auto bar = value->find('|');
+    const auto name_end = value->find('|', bar + 1);
+    if (bar == std::string::npos || name_end == std::string::npos) return;
+    const pid_t pid = watchable_pid(value->substr(name_end + 1), process_identity());
+    if (pid <= 0 || pid == ::getpid() || !process_ended(pid)) return;
+    retire_shm_region(from_hex(std::string_view(*value).substr(bar + 1, name_end - bar - 1)), pid);
+  } catch (const error&) {  // the store is gone too: nothing to read the address from
+  }
+}
+
+// Publishes this endpoint's name and fills the address vector with every rank's.
+inline void engine::exchange_addresses(bootstrap::store& meeting) {
   const auto deadline = deadline_clock::now() + settings_.connect_timeout;
   const std::string key = settings_.prefix + "/ofi/";
   const std::string own_process = process_identity();
@@ -260,11 +293,6 @@ inline void engine::meet(bootstrap::store& meeting) {
     }
   }
   ready_ = true;
-  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_,
-                                                         [this](int lost, const std::string& why) {
-                                                           job_lost_why_ = why;
-                                                           job_lost_.store(lost, std::memory_order_release);
-                                                         });
   if (!neighbours.empty()) {
     const bool shared_regions = provider_name() == "shm";
     watch_ = std::make_unique<peer_watch>(

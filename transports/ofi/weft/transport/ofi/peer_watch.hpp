@@ -21,11 +21,13 @@
 #pragma once
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -64,6 +66,21 @@ inline pid_t watchable_pid(const std::string& identity, const std::string& own) 
   } catch (const std::exception&) {
     return 0;
   }
+}
+
+// Whether process `pid` (on this host) has exited, reaped by its parent or not yet (a zombie
+// still answers kill(2), its pidfd does not).
+inline bool process_ended(pid_t pid) {
+#ifdef SYS_pidfd_open
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd >= 0) {
+    pollfd exited{fd, POLLIN, 0};
+    const bool ended = ::poll(&exited, 1, 0) == 1;
+    ::close(fd);
+    return ended;
+  }
+#endif
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 // Calls into the provider, counted by the one thread that makes them: the count steps on entering

@@ -41,7 +41,7 @@ inline operation* engine::post(bool is_send, int peer, std::byte* data, std::siz
     fail(op, errc::transport, broken_reason_);
     return op;
   }
-  if (job_lost_.load(std::memory_order_acquire) == rank_) {  // the others gave up on this rank
+  if (job_lost() == rank_) {  // the others gave up on this rank
     fail(op, errc::peer_lost, lost_message(op, rank_));
     return op;
   }

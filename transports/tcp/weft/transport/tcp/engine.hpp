@@ -8,6 +8,7 @@
 // includes together.
 #pragma once
 
+#include "weft/bootstrap/failure_watch.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/tcp_store.hpp"
 #include "weft/detail/operation_pool.hpp"
@@ -203,6 +204,7 @@ class engine : public weft::detail::retiring<engine> {
   // ranks and accept the higher ones, each connection opened by a hello and acknowledged.
   struct greeting;  // an accepted connection's hello while it is being read
   void start_up(bootstrap::store& meeting);
+  void meet(bootstrap::store& meeting);
   std::string key_of(int peer) const;
   std::string cpus_key_of(int peer) const;
   void listen(bootstrap::store& meeting);
@@ -305,6 +307,7 @@ class engine : public weft::detail::retiring<engine> {
   std::size_t spare_bytes_ = 0;
   std::deque<operation*> self_sends_;
   std::vector<std::string> peer_reason_;  // why each lost peer is lost
+  std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's notice, through the store
   int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
   std::string given_up_reason_;           // another rank declared this one lost: every wait fails
   bool closing_ = false;                  // closing: read and drop, report nothing

@@ -44,6 +44,12 @@ inline bool engine::finished(operation* op) {
                     direction + std::to_string(op->peer) + ": rank " +
                     std::to_string(lost_rank_) + " is lost (" + lost_reason_ + ")");
   }
+  if (const int heard = failures_ ? failures_->lost() : -1;
+      heard >= 0 && heard != rank_ && op->state != status::done) {  // the job's notice, through the store
+    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
+                                     std::to_string(op->size) + direction + std::to_string(op->peer) +
+                                     ": rank " + std::to_string(heard) + " is lost (" + failures_->why() + ")");
+  }
   if (op->state == status::failed) {
     throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " cannot finish " + verb +
                                      std::to_string(op->size) + direction +

@@ -38,7 +38,9 @@ inline void engine::close() {
   closing_ = true;
   if (owner_.forked()) {
     // A forked child's copy: the connections are the parent's. Close this copy of each socket
-    // (the parent's stay open) without a goodbye or a shutdown, which would end them for both.
+    // (the parent's stay open) without a goodbye or a shutdown, which would end them for both;
+    // the failure watch's thread and lifeline are the parent's too.
+    static_cast<void>(failures_.release());
     io_.notify_fork(asio::execution_context::fork_child);
     boost::system::error_code ignored;
     for (auto& owned : connections_) {
@@ -47,6 +49,7 @@ inline void engine::close() {
     acceptor_.close(ignored);
     return;
   }
+  failures_.reset();  // an orderly end: its lifeline is withdrawn
   for (auto& owned : connections_) {
     if (owned && owned->open) queue_control(*owned, frame::goodbye, {});
   }
@@ -76,6 +79,19 @@ inline void engine::close() {
 }
 
 inline void engine::start_up(bootstrap::store& meeting) {
+  // Watched from the start: a rank killed while the others wait for it is a notice that ends
+  // their wait (weft/bootstrap/failure_watch.hpp); afterwards connections carry the notices.
+  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_);
+  try {
+    meet(meeting);
+  } catch (const error&) {
+    failures_->rethrow_if_lost(who());
+    throw;
+  }
+  failures_->started();
+}
+
+inline void engine::meet(bootstrap::store& meeting) {
   const auto deadline = deadline_clock::now() + settings_.connect_timeout;
   bootstrap::claim_rank(meeting, settings_.prefix + "/tcp-rank/" + std::to_string(rank_), rank_);
   listen(meeting);
@@ -99,8 +115,12 @@ inline void engine::start_up(bootstrap::store& meeting) {
     connect(peer, *where);
   }
   io_.restart();
-  while (connected_ < size_ - 1 && !setup_failure_ && io_.run_one_until(deadline) != 0) {
+  // Woken at least every 100 ms to hear of a rank lost meanwhile.
+  while (connected_ < size_ - 1 && !setup_failure_ && failures_->lost() < 0 &&
+         deadline_clock::now() < deadline) {
+    io_.run_one_until(std::min(deadline, deadline_clock::now() + std::chrono::milliseconds(100)));
   }
+  failures_->rethrow_if_lost(who());
   if (setup_failure_) throw error(errc::transport, *setup_failure_);
   if (connected_ < size_ - 1) {
     std::string missing;
