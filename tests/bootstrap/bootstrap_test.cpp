@@ -233,3 +233,93 @@ TEST_CASE("bootstrap reads every launcher's variables", "[bootstrap]") {
   CHECK_THROWS_WITH(weft::bootstrap::split_address("nohost"), Catch::Contains("host:port"));
   CHECK(weft::bootstrap::split_address("[::1]:80").first == "::1");
 }
+
+TEST_CASE("the job's identity: WEFT_JOB, else the launcher's", "[bootstrap]") {
+  const auto job_of = [](std::initializer_list<std::pair<const char*, const char*>> values) {
+    environment set(values);
+    const auto launch = weft::bootstrap::from_environment();
+    return launch.job + " from " + launch.job_source;
+  };
+  CHECK(job_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"PMIX_NAMESPACE", "1950023681"},
+                {"OMPI_MCA_ess_base_jobid", "7"}}) == "1950023681 from PMIX_NAMESPACE");
+  CHECK(job_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_MCA_ess_base_jobid", "7"}}) ==
+        "7 from OMPI_MCA_ess_base_jobid");
+  CHECK(job_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"}}) ==
+        "4242.3 from SLURM_JOB_ID.SLURM_STEP_ID");
+  CHECK(job_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "4242"}}) == "4242 from SLURM_JOB_ID");
+  CHECK(job_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RUN_ID", "train-7"}}) ==
+        "train-7 from TORCHELASTIC_RUN_ID");
+  CHECK(job_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RUN_ID", "none"}}) == " from ");
+  CHECK(job_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}}) == " from ");
+  // Another launcher's identity is not this one's; WEFT_JOB wins over the launcher's.
+  CHECK(job_of({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "1"}, {"SLURM_JOB_ID", "4242"}}) == " from ");
+  CHECK(job_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "4242"}, {"WEFT_JOB", "mine"}}) ==
+        "mine from WEFT_JOB");
+  environment set({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "1"}, {"WEFT_JOB", std::string(129, 'j').c_str()}});
+  CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("WEFT_JOB"));
+}
+
+namespace {
+
+// A port nobody listens on now (the kernel's choice for an ephemeral bind).
+unsigned short unused_port() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return probe.local_endpoint().port();
+}
+
+weft::bootstrap::launch job_rank(int rank, const std::string& store, const std::string& job) {
+  weft::bootstrap::launch where;
+  where.rank = rank;
+  where.size = 2;
+  where.launcher = "test";
+  where.store = store;
+  where.job = job;
+  return where;
+}
+
+}  // namespace
+
+TEST_CASE("two jobs at one store: the second job's ranks are refused at once", "[bootstrap][store]") {
+  const std::string store = "127.0.0.1:" + std::to_string(unused_port());
+  const auto deadline = [] { return weft::deadline_clock::now() + 20s; };
+  weft::bootstrap::rendezvous first(job_rank(0, store, "slurm-1.0"), deadline());
+  for (const std::string other : {"slurm-2.0", ""}) {
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(weft::bootstrap::rendezvous(job_rank(1, store, other), deadline()),
+                      Catch::Contains("another job"));
+    CHECK(std::chrono::steady_clock::now() - start < 5s);  // refused, not waited out
+  }
+  weft::bootstrap::rendezvous second(job_rank(1, store, "slurm-1.0"), deadline());
+  CHECK(second.secret() == first.secret());  // the job's own rank meets it
+
+  // A long identity is hashed into the hello's 256 bytes; a long secret is left for the store
+  // to refuse.
+  weft::bootstrap::launch long_job = job_rank(1, store, std::string(300, 'x'));
+  long_job.secret = std::string(200, 's');
+  CHECK(weft::bootstrap::rendezvous::store_secret(long_job).size() <= 256);
+  CHECK(weft::bootstrap::rendezvous::store_secret(long_job).starts_with(std::string(200, 's')));
+}
+
+TEST_CASE("two jobs in one store directory meet apart", "[bootstrap][store]") {
+  const auto directory = std::filesystem::temp_directory_path() / ("weft-jobs-" + std::to_string(::getpid()));
+  auto where = [&](int rank, const std::string& job) {
+    auto launch = job_rank(rank, "", job);
+    launch.store_path = directory.string();
+    return launch;
+  };
+  {
+    weft::bootstrap::rendezvous first(where(0, "4242.0"), weft::deadline_clock::now() + 5s);
+    CHECK(std::filesystem::is_directory(directory / "job-4242.0"));
+    // Another job's rank 1 does not read the first job's secret: it waits for its own rank 0.
+    CHECK_THROWS_WITH(weft::bootstrap::rendezvous(where(1, "4343.0"), weft::deadline_clock::now() + 300ms),
+                      Catch::Contains("timed out"));
+    weft::bootstrap::rendezvous second(where(1, "4242.0"), weft::deadline_clock::now() + 5s);
+    CHECK(second.secret() == first.secret());
+    // An identity that is no file name still gets a directory of its own, inside the store's.
+    const auto odd = weft::bootstrap::rendezvous::job_directory(where(0, "../a/b"));
+    CHECK(odd.parent_path() == directory);
+    CHECK(odd.filename().string().starts_with("job-.._a_b-"));
+  }
+  std::filesystem::remove_all(directory);
+}

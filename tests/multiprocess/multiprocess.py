@@ -267,7 +267,41 @@ def file_store_run(ranks_program):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def two_jobs_one_store(ranks_program):
+    """Two jobs of 2 ranks started as Open MPI and Slurm start them, at one WEFT_STORE and without
+    WEFT_SECRET: job A's rank 0 serves the store, job B's rank 1 reaches it first. B's rank must
+    be refused at once (the launcher's job identity differs), and A must still complete."""
+    port = free_port()
+    for launcher, identity in (("Open MPI", {"PMIX_NAMESPACE": "%s"}), ("Slurm", {"SLURM_JOB_ID": "%s", "SLURM_STEP_ID": "0"})):
+        def environment(rank, job):
+            env = {name: value for name, value in os.environ.items() if not name.startswith("WEFT_")}
+            if launcher == "Open MPI":
+                env.update({"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2"})
+            else:
+                env.update({"SLURM_PROCID": str(rank), "SLURM_NTASKS": "2"})
+            env.update({name: value.replace("%s", job) for name, value in identity.items()})
+            env.update({"WEFT_STORE": "127.0.0.1:%d" % port, "WEFT_TIMEOUT_MS": "20000"})
+            return env
+        def start(rank, job):
+            return subprocess.Popen([ranks_program, "slice"], env=environment(rank, job), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+        first = start(0, "4242")
+        time.sleep(1.0)  # job A's rank 0 serves the store
+        started = time.monotonic()
+        intruder = start(1, "4343")
+        code, output = collect({1: intruder}, timeout=30)[1]
+        took = time.monotonic() - started
+        check(code not in (None, 0) and "another job" in output and took < 5,
+              "two %s jobs at one store: the other job's rank is refused in %.1f s" % (launcher, took), output)
+        results = collect({0: first, 1: start(1, "4242")}, timeout=60)
+        check(all(code == 0 and "slice ok on 2 ranks (%s)" % launcher in output for code, output in results.values()),
+              "two %s jobs at one store: the first job still completes" % launcher,
+              results[0][1] + results[1][1])
+        port = free_port()
+
+
 def scenario_failures(ranks_program):
+    two_jobs_one_store(ranks_program)
     file_store_run(ranks_program)
     failure_run(ranks_program, "kill", 4, 2)
     failure_run(ranks_program, "close", 4, 1)

@@ -13,11 +13,21 @@
 // weft's own variables win over a launcher's. WEFT_STORE_PATH names a directory on a shared
 // filesystem to meet through instead of rank 0's TCP store. WEFT_SECRET is the per-job secret
 // every connection must present; WEFT_BIND_ADDRESS the address this rank listens on.
+//
+// The job's identity keeps two jobs that meet at one WEFT_STORE or WEFT_STORE_PATH apart (a
+// rank of the second is refused by the first's store at once): WEFT_JOB, else the launcher's
+//
+//   Open MPI   PMIX_NAMESPACE (else OMPI_MCA_ess_base_jobid)
+//   Slurm      SLURM_JOB_ID.SLURM_STEP_ID
+//   torchrun   TORCHELASTIC_RUN_ID (its default, "none", is no identity)
+//
+// weft-run and MPICH give none: weft-run draws a fresh WEFT_SECRET per job, which does the same.
 #pragma once
 
 #include "weft/detail/env.hpp"
 #include "weft/error.hpp"
 
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -36,6 +46,8 @@ struct launch {
   std::string store_path;    // directory of a file store on a shared filesystem
   std::string secret;        // the per-job secret, empty when none was given
   std::string bind_address;  // where this rank listens; empty: chosen from the store's route
+  std::string job;           // the job's identity, empty when neither WEFT_JOB nor the launcher gives one
+  std::string job_source;    // the variables it was read from, e.g. "SLURM_JOB_ID.SLURM_STEP_ID"
 };
 
 namespace detail {
@@ -85,6 +97,43 @@ inline bool read_launcher(launch& out, const launcher_variables& names) {
   return true;
 }
 
+// The longest WEFT_JOB taken (a launcher's own identity may be longer: it is hashed).
+inline constexpr std::size_t max_job_bytes = 128;
+
+// Reads the job's identity: WEFT_JOB, else the variables of the launcher `out` was read from.
+inline void read_job(launch& out) {
+  if (const auto given = weft::detail::env::text("WEFT_JOB")) {
+    if (given->size() > max_job_bytes)
+      weft::detail::env::refuse("WEFT_JOB", *given, "a job name of at most 128 bytes");
+    out.job = *given;
+    out.job_source = "WEFT_JOB";
+    return;
+  }
+  struct source {
+    std::string_view launcher;
+    const char* id;
+    const char* step;  // appended after a dot when set
+  };
+  static constexpr source sources[] = {
+      {"Open MPI", "PMIX_NAMESPACE", nullptr},
+      {"Open MPI", "OMPI_MCA_ess_base_jobid", nullptr},
+      {"Slurm", "SLURM_JOB_ID", "SLURM_STEP_ID"},
+      {"torchrun", "TORCHELASTIC_RUN_ID", nullptr},
+  };
+  for (const auto& each : sources) {
+    if (out.launcher != each.launcher) continue;
+    const char* id = variable(each.id);
+    if (id == nullptr || std::string_view(id) == "none") continue;
+    out.job = id;
+    out.job_source = each.id;
+    if (const char* step = each.step ? variable(each.step) : nullptr) {
+      out.job += std::string(".") + step;
+      out.job_source += std::string(".") + each.step;
+    }
+    return;
+  }
+}
+
 }  // namespace detail
 
 // True when a launcher put a rank in the environment (whether or not the rest is complete):
@@ -128,6 +177,7 @@ inline launch from_environment() {
   }
   if (const char* secret = detail::variable("WEFT_SECRET")) out.secret = secret;
   if (const char* bind = detail::variable("WEFT_BIND_ADDRESS")) out.bind_address = bind;
+  detail::read_job(out);
   return out;
 }
 

@@ -3,6 +3,11 @@
 // rank 0 serves the TCP store at launch.store and every rank (rank 0 too) connects to it; or,
 // with launch.store_path, the ranks meet through a file store. Every transport that meets its
 // peers through a store takes its store from here (weft::basic_session does).
+//
+// A job with an identity (launch.job: WEFT_JOB or the launcher's) meets apart from any other:
+// the TCP store's hello carries the identity with WEFT_SECRET, so a rank of another job that
+// reaches this job's store is refused at once, and a file store keeps each job's keys in a
+// directory of its own (job-<identity> under WEFT_STORE_PATH).
 #pragma once
 
 #include "weft/bootstrap/environment.hpp"
@@ -13,10 +18,13 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 
 namespace weft::bootstrap {
 
@@ -37,11 +45,11 @@ class rendezvous {
         const std::string listen = host == "localhost" ? "127.0.0.1"
                                    : failure           ? "0.0.0.0"
                                                        : ip.to_string();
-        server_ = std::make_unique<tcp_store_server>(listen, port, where.secret);
+        server_ = std::make_unique<tcp_store_server>(listen, port, store_secret(where));
       }
-      store_ = std::make_unique<tcp_store>(host, port, where.secret, deadline);
+      store_ = std::make_unique<tcp_store>(host, port, store_secret(where), deadline);
     } else {
-      store_ = std::make_unique<file_store>(where.store_path);
+      store_ = std::make_unique<file_store>(job_directory(where));
     }
     if (secret_.empty()) secret_ = shared_secret(deadline);
   }
@@ -50,7 +58,43 @@ class rendezvous {
   const bootstrap::launch& launched() const { return launch_; }
   const std::string& secret() const { return secret_; }
 
+  // What a connection to the job's TCP store presents: WEFT_SECRET and the job's identity (an
+  // identity that would make it longer than a hello takes is replaced by its hash).
+  static std::string store_secret(const launch& where) {
+    if (where.job.empty() || where.secret.size() > store_detail::max_secret_bytes) return where.secret;
+    std::string presented = where.secret + "\njob " + where.job;
+    if (presented.size() > store_detail::max_secret_bytes) {
+      presented = where.secret.substr(0, store_detail::max_secret_bytes - 24) + "\njob#" + hashed(where.job);
+    }
+    return presented;
+  }
+
+  // The directory a job meets in under WEFT_STORE_PATH: its own when it has an identity.
+  static std::filesystem::path job_directory(const launch& where) {
+    if (where.job.empty()) return where.store_path;
+    std::string name = "job-";
+    for (const char c : where.job) {
+      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         c == '.' || c == '-' || c == '_';
+      name += plain ? c : '_';
+    }
+    if (name.size() > 64 || name != "job-" + where.job) name = name.substr(0, 40) + "-" + hashed(where.job);
+    return std::filesystem::path(where.store_path) / name;
+  }
+
  private:
+  // 64-bit FNV-1a, in hex: a short stand-in for an identity too long, or not a file name.
+  static std::string hashed(std::string_view text) {
+    std::uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const char c : text) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 0x100000001b3ULL;
+    }
+    char out[17];
+    std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(hash));
+    return out;
+  }
+
   std::string shared_secret(deadline_clock::time_point deadline) {
     if (launch_.rank == 0) {
       std::random_device entropy;

@@ -228,7 +228,7 @@ class tcp_store_server {
                 const std::string_view offered(reinterpret_cast<const char*>(client->body.data()),
                                                client->body.size());
                 if (!store_detail::same_secret(offered, secret_))
-                  return client->drop("wrong secret");
+                  return client->drop("wrong secret: another job's rank, or a different WEFT_SECRET");
                 client->greeted = true;
                 client->timer.cancel();
                 respond(client, {std::byte{1}});
@@ -496,7 +496,8 @@ class tcp_store final : public store {
       socket_.close(closing);
       throw error(errc::transport,
                   "the tcp store at " + where_ +
-                      " refused this rank: is WEFT_SECRET the same on every rank?");
+                      " refused this rank: it serves another job (WEFT_JOB or the launcher's job "
+                      "identity differs), or WEFT_SECRET is not the same on every rank");
     }
     timed_out_ = false;
   }
