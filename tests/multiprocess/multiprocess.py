@@ -303,7 +303,12 @@ def two_jobs_one_store(ranks_program):
 def scenario_failures(ranks_program):
     two_jobs_one_store(ranks_program)
     file_store_run(ranks_program)
-    failure_run(ranks_program, "kill", 4, 2)
+    # 4 ranks started by hand, the communicator's timeout at its default (5 minutes), rank 2
+    # killed mid-allreduce, mid-alltoall and mid-broadcast: every survivor fails naming rank 2
+    # within 10 s, whether it talks to rank 2 or not.
+    for collective in ("allreduce", "alltoall", "broadcast"):
+        failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, bound=10000, expect="rank 2",
+                    collective=collective)
     failure_run(ranks_program, "close", 4, 1)
     failure_run(ranks_program, "kill", 3, 1)
     killed_before_joining(ranks_program)

@@ -1,15 +1,21 @@
 // Hostile but realistic inputs that once returned success with wrong data, crashed or waited out
 // the whole timeout: piece sizes up to SIZE_MAX, sizes whose byte counts wrap, ranks calling
 // different collectives without check mode, two threads on one communicator, a blocking send to
-// this rank itself, dup() of a failed communicator, a size mismatch's error code.
+// this rank itself, dup() of a failed communicator, a size mismatch's error code, a rank's
+// thread that cannot be started.
 #include "../support.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -286,4 +292,35 @@ TEST_CASE("a user reduction that throws ends the call on every rank, it does not
     CHECK(std::any_of(messages.begin(), messages.end(),
                       [](const std::string& m) { return m.find("will not add 13") != std::string::npos; }));
   }
+}
+
+TEST_CASE("inproc::run that cannot start a rank's thread throws, it does not terminate", "[faults]") {
+  // In a child process that may run only a few threads (RLIMIT_NPROC, which binds root only
+  // once it is another user): thread creation fails part way, and run must throw naming the
+  // rank (the process would otherwise end in std::terminate, SIGABRT).
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const bool root = ::geteuid() == 0;
+    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);  // nobody
+    // nobody runs nothing else here: this process and 3 threads; another user: none at all.
+    const rlim_t most = root ? 4 : 1;
+    const rlimit limit{most, most};
+    if (::setrlimit(RLIMIT_NPROC, &limit) != 0) ::_exit(3);
+    try {
+      weft::inproc::run(64, [](comm_t& comm) { weft::barrier(comm); });
+      ::_exit(4);  // every thread started: the limit did not bite
+    } catch (const weft::error& failure) {
+      const std::string_view said = failure.what();
+      ::_exit(failure.code() == weft::errc::transport && said.find("could not start the thread of rank") !=
+                                                             std::string_view::npos ? 0 : 1);
+    } catch (...) {
+      ::_exit(2);
+    }
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("child status " << status << " (exit 0: the error; 3: no limit; 4: the limit did not bite; signal 6: terminate)");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
