@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Every public header compiles alone (its includes are complete), each in its own TU.
 
-usage: headers.py <include-dir>... -- <compiler and flags...> -- <headers...>
+usage: headers.py [--cuda] <include-dir>... -- <compiler and flags...> -- <headers...>
+
+With --cuda the compiler is nvcc and each header is compiled as a .cu file, warnings as errors.
 """
 import os
 import subprocess
@@ -12,7 +14,9 @@ from script_args import split_arguments
 
 
 def main():
-    includes, compiler, headers = split_arguments(sys.argv[1:])
+    arguments = sys.argv[1:]
+    cuda = arguments[:1] == ["--cuda"]
+    includes, compiler, headers = split_arguments(arguments[1:] if cuda else arguments)
     failed = 0
     with tempfile.TemporaryDirectory() as work:
         for header in headers:
@@ -21,11 +25,15 @@ def main():
                 rel = os.path.relpath(header, include)
                 if not rel.startswith(".."):
                     name = rel
-            source = os.path.join(work, "alone.cpp")
+            source = os.path.join(work, "alone.cu" if cuda else "alone.cpp")
             with open(source, "w", encoding="utf-8") as out:
                 out.write('#include "%s"\n#include "%s"\n' % (name, name))  # twice: include guards
-            command = compiler + ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic",
-                                  "-Werror"] + ["-I" + i for i in includes] + [source]
+            if cuda:
+                flags = ["-std=c++20", "-c", "-o", os.devnull, "-Werror", "all-warnings",
+                         "-Xcompiler=-Wall,-Wextra,-Werror"]
+            else:
+                flags = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", "-Werror"]
+            command = compiler + flags + ["-I" + i for i in includes] + [source]
             result = subprocess.run(command, capture_output=True, text=True)
             print(("PASS " if result.returncode == 0 else "FAIL ") + name)
             if result.returncode != 0:

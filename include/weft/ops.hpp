@@ -7,12 +7,16 @@
 // operands in rank order: rank 0's contribution first, then rank 1's, and so on.
 //
 // Integer arithmetic wraps (two's complement) instead of overflowing, so results are defined.
+// The built-in reductions run on the host and, under nvcc, in a device memory space's kernels
+// (weft/detail/host_device.hpp); a user reduction used on device memory must be
+// `__host__ __device__` too.
 #pragma once
 
 #include <concepts>
 #include <string_view>
 #include <type_traits>
 
+#include "weft/detail/host_device.hpp"
 #include "weft/types.hpp"
 
 namespace weft {
@@ -20,12 +24,12 @@ namespace weft {
 namespace detail {
 // a + b and a * b for integers without signed overflow: compute in the unsigned type.
 template <class T>
-constexpr T wrapping_add(T a, T b) {
+WEFT_HOST_DEVICE constexpr T wrapping_add(T a, T b) {
   using unsigned_t = std::make_unsigned_t<T>;
   return static_cast<T>(static_cast<unsigned_t>(static_cast<unsigned_t>(a) + static_cast<unsigned_t>(b)));
 }
 template <class T>
-constexpr T wrapping_mul(T a, T b) {
+WEFT_HOST_DEVICE constexpr T wrapping_mul(T a, T b) {
   using unsigned_t = std::make_unsigned_t<T>;
   // unsigned short * unsigned short promotes to int and can overflow; widen first.
   using wide_t = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, unsigned_t>;
@@ -40,7 +44,7 @@ struct sum {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "sum";
   template <class T>
-  constexpr T operator()(T a, T b) const {
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
     if constexpr (detail::wrapping_integer<T>) return detail::wrapping_add(a, b);
     else if constexpr (is_narrow_float_v<T>) return T(float(a) + float(b));
     else return a + b;
@@ -51,7 +55,7 @@ struct prod {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "prod";
   template <class T>
-  constexpr T operator()(T a, T b) const {
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
     if constexpr (detail::wrapping_integer<T>) return detail::wrapping_mul(a, b);
     else if constexpr (is_narrow_float_v<T>) return T(float(a) * float(b));
     else return a * b;
@@ -62,14 +66,14 @@ struct min {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "min";
   template <class T>
-  constexpr T operator()(T a, T b) const { return b < a ? b : a; }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return b < a ? b : a; }
 };
 
 struct max {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "max";
   template <class T>
-  constexpr T operator()(T a, T b) const { return a < b ? b : a; }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return a < b ? b : a; }
 };
 
 // Sum across ranks, divided once by the number of ranks (integer division for integers).
@@ -77,9 +81,9 @@ struct avg {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "avg";
   template <class T>
-  constexpr T operator()(T a, T b) const { return sum{}(a, b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return sum{}(a, b); }
   template <class T>
-  constexpr T finalize(T value, int ranks) const {
+  WEFT_HOST_DEVICE constexpr T finalize(T value, int ranks) const {
     if constexpr (is_narrow_float_v<T>) return T(float(value) / static_cast<float>(ranks));
     else return static_cast<T>(value / static_cast<T>(ranks));
   }
@@ -89,21 +93,21 @@ struct band {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "band";
   template <std::integral T>
-  constexpr T operator()(T a, T b) const { return static_cast<T>(a & b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a & b); }
 };
 
 struct bor {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "bor";
   template <std::integral T>
-  constexpr T operator()(T a, T b) const { return static_cast<T>(a | b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a | b); }
 };
 
 struct bxor {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "bxor";
   template <std::integral T>
-  constexpr T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
 };
 
 // weft::reduction<Op, T> — requirements on a reduction, in order:
@@ -124,7 +128,7 @@ inline constexpr bool is_commutative_v = [] {
 
 // Applies Op::finalize if Op has one (avg); identity otherwise.
 template <class T, class Op>
-constexpr T finalize(const Op& op, T value, int ranks) {
+WEFT_HOST_DEVICE constexpr T finalize(const Op& op, T value, int ranks) {
   if constexpr (requires { op.finalize(value, ranks); }) return op.finalize(value, ranks);
   else return value;
 }

@@ -1,0 +1,46 @@
+// Operands for the device memory tests: every bit pattern of the 16-bit floats drawn at random
+// (subnormals, infinities and NaNs included), floats and doubles over a wide range, integers
+// over their whole range; and a user reduction that runs on host and device.
+#pragma once
+
+#include "weft/detail/host_device.hpp"
+#include "weft/ops.hpp"
+#include "weft/types.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+namespace weft_gpu_test {
+
+template <class T>
+std::vector<T> operands(std::size_t count, unsigned seed) {
+  std::mt19937_64 random(seed);
+  std::vector<T> out(count);
+  for (auto& value : out) {
+    if constexpr (weft::is_narrow_float_v<T>) {
+      value = T::from_bits(static_cast<std::uint16_t>(random()));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+      std::uniform_int_distribution<int> exponent(-30, 30);
+      value = static_cast<T>(std::ldexp(mantissa(random), exponent(random)));
+    } else {
+      value = static_cast<T>(random());
+    }
+  }
+  return out;
+}
+
+// a * 3 + b, wrapping for integers: not commutative, so an operand swap would show.
+struct three_a_plus_b {
+  template <class T>
+  WEFT_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (weft::is_narrow_float_v<T>) return T(float(a) * 3.0f + float(b));
+    else if constexpr (std::is_integral_v<T>) return weft::sum{}(weft::prod{}(a, static_cast<T>(3)), b);
+    else return a * static_cast<T>(3) + b;
+  }
+};
+
+}  // namespace weft_gpu_test
