@@ -3,6 +3,7 @@
 //   weft-bench [--ranks N] ...                   in-process: N threads of this process
 //   weft-run -n 4 weft-bench [--transport tcp]   one process per rank over TCP
 //   WEFT_OFI_PROVIDER=shm weft-run -n 4 weft-bench --transport ofi
+//   weft-run -n 4 weft-bench --transport shm     the ranks of one host through shared memory
 //   mpirun -n 4 -x WEFT_STORE=host:port weft-bench ...
 //
 // Flags follow nccl-tests (-b -e -f -n -w -c -d -o -r) plus --collective, --algorithm,
@@ -19,6 +20,9 @@
 #if WEFT_BENCH_OFI
 #include <weft/transport/ofi.hpp>
 #endif
+#if WEFT_BENCH_SHM
+#include <weft/transport/shm.hpp>
+#endif
 
 namespace {
 
@@ -29,6 +33,9 @@ const std::vector<std::string>& compiled_transports() {
 #endif
 #if WEFT_BENCH_OFI
                                                  "ofi",
+#endif
+#if WEFT_BENCH_SHM
+                                                 "shm",
 #endif
   };
   return names;
@@ -95,6 +102,13 @@ int main(int argc, char** argv) {
       const std::string where = "processes started by " + job.launch().launcher + ", libfabric provider " +
                                 job.endpoint().provider() + " on fabric " + job.endpoint().fabric();
       return run_session(job, options, "ofi", where);
+    }
+#endif
+#if WEFT_BENCH_SHM
+    if (options.transport == "shm") {
+      auto job = weft::shm::session::from_environment();
+      const std::string where = "processes started by " + job.launch().launcher + ", " + job.endpoint().describe();
+      return run_session(job, options, "shm", where);
     }
 #endif
   } catch (const std::exception& failure) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Multi-process tests of a transport: real processes, real sockets and shared memory, bounded in
-time. RANKS_PROGRAM is the transport's build of ranks.hpp (tcp_ranks, ofi_ranks).
+time. RANKS_PROGRAM is the transport's build of ranks.hpp (tcp_ranks, ofi_ranks, shm_ranks).
 
     multiprocess.py SCENARIO RANKS_PROGRAM WEFT_RUN
 
@@ -19,6 +19,11 @@ ofi        (with ofi_ranks) the libfabric transport on shm, tcp;ofi_rxm, sockets
            killed at start-up, before the others have met, on the same providers; a rank later
            than the timeout, on shm one killed while it copies a large message (holding its
            region's lock), an unknown provider
+shm        (with shm_ranks) the shared-memory transport: the slice on 2, 3, 4 and 8 processes
+           under weft-run (and 3 under mpirun where installed), ranks killed mid-allreduce,
+           mid-alltoall and mid-broadcast with the default timeout, one killed before the others
+           have met, a rank later than the timeout, a rank that never starts, and nothing left
+           in /dev/shm
 
 Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the scenario
 cannot run on this machine.
@@ -421,6 +426,51 @@ def scenario_ofi(ranks_program, weft_run):
           "ofi: an unknown provider is a clear error", output)
 
 
+def scenario_shm(ranks_program, weft_run):
+    """The shared-memory transport (shm_ranks)."""
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    for size in (2, 3, 4, 8):
+        env = dict(os.environ, WEFT_TIMEOUT_MS="60000")
+        code, output, took = run([sys.executable, weft_run, "-n", str(size), "--timeout", "240", "--",
+                                  ranks_program, "slice"], timeout=300, env=env)
+        ok = [line for line in output.splitlines() if "slice ok on %d ranks (weft) over shared memory" % size in line]
+        check(code == 0 and len(ok) == size,
+              "shm, %d processes under weft-run: the collective slice passes on every rank (%.1f s)" % (size, took),
+              output)
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("SKIP part: mpirun is not installed (Debian: openmpi-bin); shm under mpirun was not tested here")
+    else:
+        command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "3",
+                   "-x", "WEFT_STORE=127.0.0.1:%d" % free_port(), "-x", "WEFT_TIMEOUT_MS=60000", ranks_program, "slice"]
+        env = {name: value for name, value in os.environ.items() if name not in ("WEFT_RANK", "WEFT_SIZE")}
+        code, output, took = run(command, timeout=300, env=env)
+        check(code == 0 and output.count("slice ok on 3 ranks (Open MPI)") == 3,
+              "shm, mpirun -n 3: the collective slice passes on every rank (%.1f s)" % took, output)
+    # 4 ranks started by hand, the communicator's timeout at its default (5 minutes), rank 2
+    # killed mid-allreduce, mid-alltoall and mid-broadcast: every survivor fails naming rank 2,
+    # each from the pidfd of rank 2's process (or the job's notice through the store).
+    for collective in ("allreduce", "alltoall", "broadcast"):
+        failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, label="shm ", bound=1000, expect="rank 2",
+                    collective=collective)
+    killed_before_joining(ranks_program, label="shm: ")
+    # A rank later than the others' timeout hears that it was given up on, and fails the call.
+    processes = start_ranks(range(2), 2, [ranks_program, "stall", "1"], timeout_ms=1000)
+    results = collect(processes, timeout=60)
+    check(results[1][0] == 0 and "late rank failed" in results[1][1] and "count this rank as lost" in results[1][1],
+          "shm: a rank later than the others' timeout fails the call they gave up on", results[1][1])
+    check(results[0][0] == 0 and "gave up" in results[0][1], "shm: a rank later than the timeout: rank 0 gives up on it",
+          results[0][1])
+    # Rank 2 of 3 never starts: the others time out at start-up, naming it.
+    processes = start_ranks(range(2), 3, [ranks_program, "slice"], timeout_ms=2000)
+    for rank, (code, output) in collect(processes, timeout=30).items():
+        check(code == 3 and "weft: timeout:" in output and "rank(s) 2" in output,
+              "shm: a rank that never starts: rank %d times out at start-up naming rank 2" % rank, output)
+    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    check(after <= before, "shm: nothing left in /dev/shm after every run, killed ranks included (%s)"
+          % (" ".join(sorted(after - before)) or "nothing new"))
+
+
 def scenario_mpirun(ranks_program):
     mpirun = shutil.which("mpirun")
     if mpirun is None:
@@ -499,6 +549,8 @@ def main():
         scenario_failures(ranks_program)
     elif scenario == "ofi":
         scenario_ofi(ranks_program, weft_run)
+    elif scenario == "shm":
+        scenario_shm(ranks_program, weft_run)
     elif scenario == "mpirun":
         outcome = scenario_mpirun(ranks_program)
     elif scenario == "netns":

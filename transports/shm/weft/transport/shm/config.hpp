@@ -1,0 +1,44 @@
+// weft/transport/shm/config.hpp — what the shared-memory transport can be tuned with, and the
+// variables that set it (docs/tuning.md lists them all).
+#pragma once
+
+#include "weft/bootstrap/environment.hpp"
+#include "weft/detail/env.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace weft::shm {
+
+struct config {
+  std::string prefix = "weft";  // store keys start with it
+  std::string secret;           // a peer must present it to be handed this rank's region
+  std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // the whole start-up
+  std::size_t slot_bytes = std::size_t{64} << 10;  // payload of one slot
+  std::size_t slots = 16;                          // slots per pair and direction
+  std::chrono::microseconds spin{20000};           // how long a wait polls before it sleeps
+
+  // WEFT_TIMEOUT_MS; WEFT_SHM_SLOT_BYTES; WEFT_SHM_SLOTS; WEFT_SHM_SPIN_US (docs/tuning.md); a
+  // value that cannot be read is refused.
+  static config from_environment() {
+    namespace env = weft::detail::env;
+    config result;
+    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.connect_timeout = *value;
+    if (const auto value = env::bytes("WEFT_SHM_SLOT_BYTES", std::size_t{64} << 20)) {
+      if (*value < 64) env::refuse("WEFT_SHM_SLOT_BYTES", std::to_string(*value), "at least 64 bytes");
+      result.slot_bytes = static_cast<std::size_t>(*value);
+    }
+    if (const auto value = env::count("WEFT_SHM_SLOTS", 4096)) {
+      if (*value < 2) env::refuse("WEFT_SHM_SLOTS", std::to_string(*value), "at least 2 slots");
+      result.slots = static_cast<std::size_t>(*value);
+    }
+    if (const auto value = env::microseconds("WEFT_SHM_SPIN_US")) result.spin = *value;
+    return result;
+  }
+
+  // What the launch settled (weft::basic_session calls it): the job's secret.
+  void adopt(const bootstrap::launch&, const std::string& job_secret) { secret = job_secret; }
+};
+
+}  // namespace weft::shm

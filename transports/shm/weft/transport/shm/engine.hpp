@@ -1,0 +1,193 @@
+// weft/transport/shm/engine.hpp — what a shared-memory transport owns, and its wait, test and
+// cancel. Meeting the peers is in shm/meeting.hpp, moving pieces and failures in
+// shm/progress.hpp.
+//
+// A message goes through the receiver's FIFO from this rank in pieces of up to a slot's bytes,
+// one send per peer at a time (so a message's pieces are consecutive in its FIFO). A send is
+// complete once its last piece is published: its buffer is the caller's again. The receiver
+// copies each piece into the matched receive, or combines it straight from the slot into the
+// target of a reducing receive (recv_reduce); a piece that arrives before its receive is posted
+// is kept aside. Progress is made by whichever call waits or tests: it polls, then sleeps on the
+// rank's doorbell (a futex in its region) that every peer rings after it publishes or frees a
+// slot, so more ranks than cores still progress and no thread is needed.
+#pragma once
+
+#include "weft/bootstrap/failure_watch.hpp"
+#include "weft/bootstrap/store.hpp"
+#include "weft/detail/bytes.hpp"
+#include "weft/detail/operation_pool.hpp"
+#include "weft/detail/owning_process.hpp"
+#include "weft/detail/request_handle.hpp"
+#include "weft/error.hpp"
+#include "weft/memory.hpp"
+#include "weft/transport.hpp"
+#include "weft/transport/shm/config.hpp"
+#include "weft/transport/shm/region.hpp"
+#include "weft/transport/shm/wiring.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace weft::shm::detail {
+
+enum class status { idle, posted, done, failed };
+
+struct operation {
+  bool is_send = false;
+  int peer = 0;
+  tag_t tag = 0;
+  std::byte* data = nullptr;  // the send's source or the receive's target
+  std::size_t size = 0;
+  std::size_t moved = 0;  // bytes published (send) or received (receive)
+  const std::byte* own = nullptr;                      // recv_reduce: this rank's operand
+  const weft::detail::reducer* combine = nullptr;      // recv_reduce: how to combine
+  std::vector<std::byte> kept;  // a send dropped part-way: the bytes it had yet to publish
+  std::size_t kept_from = 0;    // where `kept` starts in the message
+  bool matched = false;         // a receive its incoming message was matched to
+  bool orphan = false;          // its request is gone: released once the fabric is done with it
+  status state = status::idle;
+  errc code = errc::transport;
+  std::string failure;
+};
+
+// A message that arrived before its receive was posted.
+struct early_message {
+  tag_t tag = 0;
+  std::size_t total = 0;
+  std::size_t received = 0;
+  std::vector<std::byte> data;
+  operation* claimed = nullptr;  // a receive posted while the rest was still arriving
+};
+
+// What this rank keeps per peer.
+struct peer_state {
+  std::byte* region = nullptr;        // the peer's region (this rank's own for itself)
+  peer_link link;                     // its mapping and process (none for this rank)
+  std::deque<operation*> sends;       // in order; the front one is streaming
+  std::deque<operation*> receives;    // posted, not yet matched, in order
+  std::list<early_message> early;     // arrived before their receive, in order
+  operation* incoming = nullptr;      // the receive the message now arriving goes to
+  std::list<early_message>::iterator incoming_early;  // or the early message it fills
+  bool arriving = false;              // a message's pieces are arriving
+  bool to_early = false;              // ... into incoming_early
+  std::size_t incoming_left = 0;      // pieces' bytes still to come of the message now arriving
+  bool discarding = false;            // the message now arriving has no taker (a receive dropped)
+  bool ended = false;                 // its process ended (pidfd)
+  bool closed = false;                // it closed its transport in order
+};
+
+class engine : public weft::detail::retiring<engine> {
+ public:
+  engine(int rank, int size, bootstrap::store* meeting, const config& settings);
+  ~engine() { close(); }
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  host_memory& memory() { return memory_; }
+  const config& settings() const { return settings_; }
+  // How many peers' processes this rank watches through a pidfd.
+  int watched() const;
+
+  // Posts a send or a (reducing) receive (shm/progress.hpp).
+  operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
+                  const std::byte* own = nullptr, const weft::detail::reducer* combine = nullptr);
+  operation* post_request(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
+                          const std::byte* own = nullptr, const weft::detail::reducer* combine = nullptr) {
+    operation* op = post(is_send, peer, data, size, tag, own, combine);
+    hand_out();
+    return op;
+  }
+
+  bool wait(operation* op, deadline_clock::time_point deadline) {
+    auto idle_since = deadline_clock::now();
+    unsigned polls = 0;
+    while (!finished(op)) {
+      const auto now = deadline_clock::now();
+      if (now >= deadline) return false;
+      if (progress()) {
+        idle_since = now;
+        continue;
+      }
+      if (++polls % 256 == 0) watch_peers();
+      if (now - idle_since < spin_) {
+        std::this_thread::yield();  // a rank with nothing to do lets a crowded core's other rank run
+        continue;
+      }
+      sleep_until_rung(std::min(deadline, now + std::chrono::milliseconds(10)), op);
+      watch_peers();
+    }
+    return true;
+  }
+
+  bool test(operation* op) {
+    progress();
+    return finished(op);
+  }
+
+  // The request is gone: a receive not yet matched and a send not yet begun are withdrawn; a
+  // send part-way keeps its remaining bytes and goes on; a receive part-way reads the rest of
+  // its message into nothing.
+  void cancel(operation* op);
+
+  // The communicator gave up on `culprit`: every rank of the job hears it through the store.
+  void report_lost(int culprit, std::string_view reason) {
+    if (failures_) failures_->report(culprit, reason);
+  }
+
+  void close();
+
+ private:
+  // shm/meeting.hpp
+  void meet(bootstrap::store& meeting);
+
+  // shm/progress.hpp
+  bool progress();
+  bool push(int peer);
+  bool drain(int peer);
+  void take_piece(int peer, const slot_header& piece, const std::byte* payload);
+  void withdraw(operation* op);
+  void deliver_early(operation* op, early_message& message);
+  void watch_peers();
+  void sleep_until_rung(deadline_clock::time_point until, operation* op);
+  bool finished(operation* op);
+  void fail(operation* op, errc code, std::string why);
+  void complete(operation* op);
+  std::string who() const { return "rank " + std::to_string(rank_); }
+  std::string direction(const operation* op) const {
+    return who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
+           std::to_string(op->peer);
+  }
+  void release(operation* op) {
+    op->state = status::idle;
+    op->kept.clear();
+    op->kept.shrink_to_fit();
+    op->orphan = false;
+    op->matched = false;
+    pool_.release(op);
+  }
+
+  int rank_;
+  int size_;
+  config settings_;
+  host_memory memory_;
+  layout shape_;
+  mapping own_;                      // this rank's region
+  std::vector<peer_state> peers_;    // by rank, this rank's own included
+  weft::detail::operation_pool<operation> pool_;
+  std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's notice, through the store
+  weft::detail::owning_process owner_;
+  std::chrono::microseconds spin_{0};  // settings_.spin, or less on a crowded host
+  bool closed_ = false;
+};
+
+}  // namespace weft::shm::detail

@@ -1,0 +1,164 @@
+// weft/transport/shm/meeting.hpp — making the engine: its region, meeting the ranks of its host
+// through the bootstrap store (shm/wiring.hpp), and closing.
+#pragma once
+
+#include "weft/bootstrap/failure_watch.hpp"
+#include "weft/bootstrap/store.hpp"
+#include "weft/error.hpp"
+#include "weft/transport/shm/engine.hpp"
+#include "weft/transport/shm/region.hpp"
+#include "weft/transport/shm/wiring.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::shm::detail {
+
+// How long a wait polls before it sleeps when the ranks outnumber the cores.
+inline constexpr std::chrono::microseconds crowded_spin{50};
+
+inline engine::engine(int rank, int size, bootstrap::store* meeting, const config& settings)
+    : rank_(rank), size_(size), settings_(settings) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw error(errc::invalid_argument, "shm transport: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  }
+  if (size > 1 && meeting == nullptr) {
+    throw error(errc::invalid_argument, "shm transport: " + std::to_string(size) + " ranks need a bootstrap store");
+  }
+  if (settings_.slots < 2 || settings_.slot_bytes < cache_line) {
+    throw error(errc::invalid_argument, "shm transport: at least 2 slots of at least 64 bytes (config::slots, "
+                                        "config::slot_bytes)");
+  }
+  settings_.slot_bytes -= settings_.slot_bytes % cache_line;  // pieces stay element-aligned
+  // More ranks than the cores this process may use: a waiting rank spins only briefly before it
+  // sleeps, or it would hold the core the rank it waits for needs.
+  cpu_set_t usable;
+  CPU_ZERO(&usable);
+  const int cores = ::sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable) : 1;
+  spin_ = size > cores ? std::min(settings_.spin, crowded_spin) : settings_.spin;
+  shape_ = {static_cast<std::size_t>(size), settings_.slots, settings_.slot_bytes};
+  own_ = create_region(shape_.total());
+  peers_.resize(static_cast<std::size_t>(size));
+  peers_[static_cast<std::size_t>(rank)].region = own_.base();
+  if (size == 1) return;
+  try {
+    meet(*meeting);
+  } catch (...) {  // no destructor runs for an engine never made
+    close();
+    throw;
+  }
+}
+
+inline void engine::meet(bootstrap::store& meeting) {
+  // Watched from the start: a rank killed while the others wait for it is a notice that ends
+  // their wait (weft/bootstrap/failure_watch.hpp).
+  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_);
+  try {
+    const auto deadline = deadline_clock::now() + settings_.connect_timeout;
+    const std::string key = settings_.prefix + "/shm/";
+    bootstrap::claim_rank(meeting, settings_.prefix + "/shm-rank/" + std::to_string(rank_), rank_);
+    region_server server(settings_.secret, own_.descriptor(), shape_.total(), size_ - 1);
+    const std::string identity = host_identity();
+    const std::string here = host_name();
+    meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" +
+                                                 std::to_string(shape_.slots) + "|" + std::to_string(shape_.slot_bytes));
+    std::string missing;
+    bool store_gone = false;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      std::optional<std::string> value;
+      try {
+        if (!store_gone) value = meeting.get(key + std::to_string(peer), missing.empty() ? deadline : deadline_clock::now());
+      } catch (const error& failure) {
+        // Rank 0 gave up waiting at the same time as this rank (its start-up began a moment
+        // earlier) and took its store along: this rank timed out too, on the ranks still missing.
+        if (failure.code() != errc::peer_lost || deadline_clock::now() + std::chrono::seconds(2) < deadline) throw;
+        store_gone = true;
+      }
+      if (!value) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
+        continue;
+      }
+      std::vector<std::string> field;
+      std::size_t start = 0;
+      for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
+        field.push_back(value->substr(start, bar - start));
+      field.push_back(value->substr(start));
+      if (field.size() != 5) throw error(errc::transport, "shm transport: rank " + std::to_string(peer) + " published '" + *value + "'");
+      if (field[0] != identity) {
+        throw error(errc::invalid_argument,
+                    "shm transport: " + who() + " runs on host " + here + " and rank " + std::to_string(peer) +
+                        " on host " + field[1] + " (or in another network namespace): the shm transport joins "
+                        "the ranks of one host; between hosts use the tcp or ofi transport");
+      }
+      if (field[3] != std::to_string(shape_.slots) || field[4] != std::to_string(shape_.slot_bytes)) {
+        throw error(errc::invalid_argument,
+                    "shm transport: rank " + std::to_string(peer) + " has " + field[3] + " slots of " + field[4] +
+                        " bytes, " + who() + " " + std::to_string(shape_.slots) + " of " +
+                        std::to_string(shape_.slot_bytes) + ": WEFT_SHM_SLOTS and WEFT_SHM_SLOT_BYTES must be the "
+                        "same on every rank");
+      }
+      auto link = fetch_region(field[2], settings_.secret, peer, deadline);
+      if (link.region.bytes() != shape_.total()) {
+        throw error(errc::transport, "shm transport: rank " + std::to_string(peer) + "'s region has " +
+                                         std::to_string(link.region.bytes()) + " bytes, not " +
+                                         std::to_string(shape_.total()));
+      }
+      auto& state = peers_[static_cast<std::size_t>(peer)];
+      state.region = link.region.base();
+      state.link = std::move(link);
+    }
+    if (!missing.empty()) {
+      throw error(errc::timeout, who() + " timed out after " + std::to_string(settings_.connect_timeout.count()) +
+                                     " ms at start-up: no address from rank(s) " + missing + " (not started?)");
+    }
+    if (!server.finish(deadline)) {
+      throw error(errc::timeout, who() + " timed out at start-up: not every rank fetched its region");
+    }
+    own_.forget_descriptor();
+  } catch (const error&) {
+    failures_->rethrow_if_lost(who());
+    throw;
+  }
+  failures_->started();
+}
+
+inline int engine::watched() const {
+  int count = 0;
+  for (const auto& peer : peers_) count += peer.link.pidfd >= 0;
+  return count;
+}
+
+inline void engine::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (owner_.forked()) {
+    // A forked child's copy: the regions and the watch's thread are the parent's. Say nothing.
+    static_cast<void>(failures_.release());
+    return;
+  }
+  failures_.reset();  // an orderly end: its lifeline is withdrawn
+  if (own_.base() != nullptr) {
+    control_of(own_.base())->closed.store(1, std::memory_order_seq_cst);
+    for (int peer = 0; peer < size_; ++peer) {  // a peer asleep waiting on this rank looks again
+      auto& state = peers_[static_cast<std::size_t>(peer)];
+      if (peer != rank_ && state.region != nullptr) ring(control_of(state.region));
+    }
+  }
+  for (auto& state : peers_) {
+    if (state.link.pidfd >= 0) ::close(state.link.pidfd);
+    state.link.pidfd = -1;
+    state.link.region.reset();
+    state.region = nullptr;
+  }
+  own_.reset();
+}
+
+}  // namespace weft::shm::detail

@@ -1,0 +1,306 @@
+// weft/transport/shm/progress.hpp — posting, moving pieces through the FIFOs, and what ends an
+// operation: completion, a peer's end, the job's failure notice.
+#pragma once
+
+#include "weft/error.hpp"
+#include "weft/transport.hpp"
+#include "weft/transport/shm/engine.hpp"
+#include "weft/transport/shm/region.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace weft::shm::detail {
+
+inline operation* engine::post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
+                               const std::byte* own, const weft::detail::reducer* combine) {
+  weft::detail::check_peer(rank_, size_, peer, is_send ? "send to" : "receive from");
+  operation* op = pool_.acquire();
+  op->is_send = is_send;
+  op->peer = peer;
+  op->tag = tag;
+  op->data = data;
+  op->size = size;
+  op->moved = 0;
+  op->own = own;
+  op->combine = combine;
+  op->matched = false;
+  op->orphan = false;
+  op->state = status::posted;
+  op->code = errc::transport;
+  op->failure.clear();
+  if (closed_) {
+    fail(op, errc::transport, direction(op) + ": this rank closed its transport");
+    return op;
+  }
+  auto& state = peers_[static_cast<std::size_t>(peer)];
+  if (is_send) {
+    state.sends.push_back(op);
+    push(peer);
+    return op;
+  }
+  for (auto message = state.early.begin(); message != state.early.end(); ++message) {
+    if (message->tag != tag || message->claimed != nullptr) continue;
+    op->matched = true;
+    if (message->received < message->total || (state.arriving && state.to_early && state.incoming_early == message)) {
+      message->claimed = op;  // the rest is still arriving
+    } else {
+      deliver_early(op, *message);
+      state.early.erase(message);
+    }
+    return op;
+  }
+  state.receives.push_back(op);
+  return op;
+}
+
+inline bool engine::progress() {
+  bool any = false;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peers_[static_cast<std::size_t>(peer)].region == nullptr) continue;
+    any = drain(peer) || any;
+    any = push(peer) || any;
+  }
+  return any;
+}
+
+// Publishes pieces of the sends to `peer`, in order, while its FIFO from this rank has room.
+inline bool engine::push(int peer) {
+  auto& state = peers_[static_cast<std::size_t>(peer)];
+  if (state.sends.empty() || state.region == nullptr) return false;
+  const fifo out = fifo_in(state.region, shape_, rank_);
+  std::uint64_t head = out.head->value.load(std::memory_order_relaxed);  // only this rank raises it
+  const std::uint64_t tail = out.tail->value.load(std::memory_order_acquire);
+  bool any = false;
+  while (!state.sends.empty() && head - tail < out.count) {
+    operation* op = state.sends.front();
+    const std::size_t bytes = std::min(shape_.slot_bytes, op->size - op->moved);
+    slot_header* piece = out.header(head);
+    piece->tag = op->tag;
+    piece->total = op->size;
+    piece->offset = op->moved;
+    piece->bytes = bytes;
+    if (bytes != 0) {
+      const std::byte* source =
+          op->kept.empty() ? op->data + op->moved : op->kept.data() + (op->moved - op->kept_from);
+      std::memcpy(out.payload(head), source, bytes);
+    }
+    op->moved += bytes;
+    out.head->value.store(++head, std::memory_order_seq_cst);
+    any = true;
+    if (op->moved == op->size) {
+      state.sends.pop_front();
+      complete(op);
+    }
+  }
+  if (any && peer != rank_) ring(control_of(state.region));
+  return any;
+}
+
+// Takes the pieces `peer` published in this rank's FIFO from it.
+inline bool engine::drain(int peer) {
+  const fifo in = fifo_in(own_.base(), shape_, peer);
+  std::uint64_t tail = in.tail->value.load(std::memory_order_relaxed);  // only this rank raises it
+  const std::uint64_t head = in.head->value.load(std::memory_order_seq_cst);
+  if (tail == head) return false;
+  while (tail != head) {
+    const slot_header piece = *in.header(tail);
+    take_piece(peer, piece, in.payload(tail));
+    in.tail->value.store(++tail, std::memory_order_seq_cst);
+  }
+  if (peer != rank_) ring(control_of(peers_[static_cast<std::size_t>(peer)].region));  // it may wait for room
+  return true;
+}
+
+inline void engine::take_piece(int peer, const slot_header& piece, const std::byte* payload) {
+  auto& state = peers_[static_cast<std::size_t>(peer)];
+  if (!state.arriving) {  // a message's first piece: its receive, or kept aside until one is posted
+    state.arriving = true;
+    state.incoming_left = piece.total;
+    const auto match = std::find_if(state.receives.begin(), state.receives.end(),
+                                    [&](const operation* op) { return op->tag == piece.tag; });
+    if (match != state.receives.end()) {
+      operation* op = *match;
+      state.receives.erase(match);
+      op->matched = true;
+      if (op->size != piece.total) {
+        fail(op, errc::mismatch,
+             who() + " expected " + std::to_string(op->size) + " bytes from rank " + std::to_string(peer) +
+                 " but the message has " + std::to_string(piece.total) + " bytes (tag " + std::to_string(piece.tag) + ")");
+        state.discarding = true;
+      } else {
+        state.incoming = op;
+      }
+    } else {
+      early_message message;
+      message.tag = piece.tag;
+      message.total = piece.total;
+      message.data.resize(piece.total);
+      state.early.push_back(std::move(message));
+      state.incoming_early = std::prev(state.early.end());
+      state.to_early = true;
+    }
+  }
+  const std::size_t bytes = piece.bytes;
+  if (state.incoming != nullptr) {
+    operation* op = state.incoming;
+    if (bytes != 0) {
+      if (op->combine != nullptr) {
+        (*op->combine)({op->data + piece.offset, bytes}, {op->own + piece.offset, bytes}, {payload, bytes});
+      } else {
+        std::memcpy(op->data + piece.offset, payload, bytes);
+      }
+    }
+    op->moved += bytes;
+  } else if (state.to_early && bytes != 0) {
+    std::memcpy(state.incoming_early->data.data() + piece.offset, payload, bytes);
+  }
+  if (state.to_early) state.incoming_early->received += bytes;
+  state.incoming_left -= std::min<std::size_t>(bytes, state.incoming_left);
+  if (state.incoming_left != 0) return;
+  // The message is complete.
+  if (state.incoming != nullptr) complete(state.incoming);
+  if (state.to_early && state.incoming_early->claimed != nullptr) {
+    operation* claimed = state.incoming_early->claimed;
+    deliver_early(claimed, *state.incoming_early);
+    state.early.erase(state.incoming_early);
+  }
+  state.incoming = nullptr;
+  state.arriving = false;
+  state.to_early = false;
+  state.discarding = false;
+}
+
+inline void engine::deliver_early(operation* op, early_message& message) {
+  if (op->size != message.total) {
+    fail(op, errc::mismatch,
+         who() + " expected " + std::to_string(op->size) + " bytes from rank " + std::to_string(op->peer) +
+             " but the message has " + std::to_string(message.total) + " bytes (tag " + std::to_string(op->tag) + ")");
+    return;
+  }
+  if (op->size != 0) {
+    if (op->combine != nullptr) {
+      (*op->combine)({op->data, op->size}, {op->own, op->size}, {message.data.data(), op->size});
+    } else {
+      std::memcpy(op->data, message.data.data(), op->size);
+    }
+  }
+  op->moved = op->size;
+  complete(op);
+}
+
+inline void engine::complete(operation* op) {
+  if (op->state != status::posted) return;
+  op->state = status::done;
+  if (op->orphan) release(op);
+}
+
+// Takes `op` out of every queue and arrival it is part of.
+inline void engine::withdraw(operation* op) {
+  auto& state = peers_[static_cast<std::size_t>(op->peer)];
+  if (op->is_send) {
+    state.sends.erase(std::remove(state.sends.begin(), state.sends.end(), op), state.sends.end());
+    return;
+  }
+  state.receives.erase(std::remove(state.receives.begin(), state.receives.end(), op), state.receives.end());
+  if (state.incoming == op) {
+    state.incoming = nullptr;
+    state.discarding = true;
+  }
+  for (auto& message : state.early)
+    if (message.claimed == op) message.claimed = nullptr;
+}
+
+inline void engine::fail(operation* op, errc code, std::string why) {
+  if (op->state != status::posted) return;
+  withdraw(op);
+  op->state = status::failed;
+  op->code = code;
+  op->failure = std::move(why);
+  if (op->orphan) release(op);
+}
+
+// Asks the pidfds whether peer processes ended, and the peers' regions whether they closed.
+inline void engine::watch_peers() {
+  std::vector<pollfd> asked;
+  std::vector<int> whose;
+  for (int peer = 0; peer < size_; ++peer) {
+    auto& state = peers_[static_cast<std::size_t>(peer)];
+    if (peer == rank_ || state.region == nullptr) continue;
+    if (!state.closed && control_of(state.region)->closed.load(std::memory_order_acquire) != 0) state.closed = true;
+    if (!state.ended && state.link.pidfd >= 0) {
+      asked.push_back({state.link.pidfd, POLLIN, 0});
+      whose.push_back(peer);
+    }
+  }
+  if (asked.empty() || ::poll(asked.data(), asked.size(), 0) <= 0) return;
+  for (std::size_t i = 0; i < asked.size(); ++i)
+    if (asked[i].revents != 0) peers_[static_cast<std::size_t>(whose[i])].ended = true;
+}
+
+inline void engine::sleep_until_rung(deadline_clock::time_point until, operation* op) {
+  control_block* me = control_of(own_.base());
+  const std::uint32_t seen = me->doorbell.load(std::memory_order_seq_cst);
+  me->sleeping.store(1, std::memory_order_seq_cst);
+  if (!progress() && op->state == status::posted) futex_wait(me->doorbell, seen, until - deadline_clock::now());
+  me->sleeping.store(0, std::memory_order_seq_cst);
+}
+
+inline bool engine::finished(operation* op) {
+  // The job heard that `lost` was lost (weft/bootstrap/failure_watch.hpp). When the others gave
+  // up on this rank, what completed fails too: they count the call as failed.
+  const int lost = failures_ ? failures_->lost() : -1;
+  if (lost == rank_ && (op->state == status::posted || op->state == status::done)) {
+    op->state = status::posted;
+    fail(op, errc::peer_lost, direction(op) + ": the other ranks count this rank as lost (" + failures_->why() + ")");
+  }
+  if (op->state == status::posted) {
+    const auto& state = peers_[static_cast<std::size_t>(op->peer)];
+    if (state.ended || state.closed) {
+      progress();  // what it published before it went is still read
+      if (op->state == status::posted) {
+        fail(op, errc::peer_lost,
+             direction(op) + (state.ended ? ": its process (pid " + std::to_string(state.link.pid) +
+                                                ") ended: it exited, crashed or was killed"
+                                          : ": rank " + std::to_string(op->peer) + " closed its transport"));
+      }
+    }
+  }
+  if (lost >= 0 && op->state == status::posted) {
+    fail(op, errc::peer_lost, direction(op) + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")");
+  }
+  if (op->state == status::done) return true;
+  if (op->state == status::failed) throw error(op->code, op->failure);
+  return false;
+}
+
+inline void engine::cancel(operation* op) {
+  if (take_back()) return;  // retired while this request lived
+  if (op->state != status::posted) {
+    release(op);
+    return;
+  }
+  auto& state = peers_[static_cast<std::size_t>(op->peer)];
+  if (op->is_send && op->moved != 0) {
+    // Part of it is in the peer's FIFO: the rest goes too, from a copy (the buffer is the
+    // caller's again once the request is gone).
+    const std::byte* rest = op->kept.empty() ? op->data + op->moved : op->kept.data() + (op->moved - op->kept_from);
+    std::vector<std::byte> copy(rest, rest + (op->size - op->moved));
+    op->kept = std::move(copy);
+    op->kept_from = op->moved;
+    op->orphan = true;
+    return;
+  }
+  if (!op->is_send && state.incoming == op) {  // part-way: the rest of the message is read into nothing
+    state.incoming = nullptr;
+    state.discarding = true;
+  }
+  withdraw(op);
+  release(op);
+}
+
+}  // namespace weft::shm::detail

@@ -1,0 +1,196 @@
+// weft/transport/shm/region.hpp — the memory each rank shares with the ranks of its host, and
+// how it is laid out.
+//
+// Each rank owns one region, made with memfd_create (shm_open and an immediate shm_unlink where
+// memfd is missing), so it has no name in /dev/shm or on disk: it lives while a rank maps it
+// and goes with the last, whether the ranks exit, crash or are killed. The region holds
+//
+//   control   the owner's doorbell (a futex word every rank that changes something the owner
+//             may wait for bumps), whether the owner sleeps on it, whether it closed
+//   inbound   one FIFO per sending rank (itself included): head (slots the sender published),
+//             tail (slots the owner consumed), each on its own cache line, then the slots
+//
+// So every FIFO lives in its receiver's memory: a sender writes a slot and publishes it by
+// raising head; the receiver reads it and frees it by raising tail. Counters only grow, and no
+// lock is ever held: a rank that dies mid-write has published nothing, and a survivor's later
+// calls never see its half-written slot.
+#pragma once
+
+#include "weft/error.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+
+namespace weft::shm::detail {
+
+inline constexpr std::size_t cache_line = 64;
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free,
+              "shared counters must be lock-free (address-free) atomics");
+
+struct alignas(cache_line) shared_counter {
+  std::atomic<std::uint64_t> value;
+};
+
+struct alignas(cache_line) control_block {
+  std::atomic<std::uint32_t> doorbell;  // futex word: bumped after every change the owner waits for
+  std::atomic<std::uint32_t> sleeping;  // the owner is about to sleep, or sleeps, on the doorbell
+  std::atomic<std::uint32_t> closed;    // the owner closed its transport in order
+};
+
+// What precedes each slot's payload.
+struct alignas(cache_line) slot_header {
+  std::uint64_t tag;
+  std::uint64_t total;   // the whole message's bytes
+  std::uint64_t offset;  // where this piece starts in it
+  std::uint64_t bytes;   // this piece's bytes
+};
+
+// Where things are in a region of a world of `ranks`, with `slots` slots of `slot_bytes` each.
+struct layout {
+  std::size_t ranks = 0;
+  std::size_t slots = 0;
+  std::size_t slot_bytes = 0;
+
+  std::size_t slot_stride() const { return sizeof(slot_header) + slot_bytes; }
+  std::size_t fifo_bytes() const { return 2 * sizeof(shared_counter) + slots * slot_stride(); }
+  std::size_t fifo_offset(int sender) const {
+    return sizeof(control_block) + static_cast<std::size_t>(sender) * fifo_bytes();
+  }
+  std::size_t total() const { return sizeof(control_block) + ranks * fifo_bytes(); }
+};
+
+// One FIFO, seen from either end.
+struct fifo {
+  shared_counter* head = nullptr;  // raised by the sender
+  shared_counter* tail = nullptr;  // raised by the receiver
+  std::byte* slots = nullptr;
+  std::size_t count = 0;
+  std::size_t stride = 0;
+
+  slot_header* header(std::uint64_t sequence) const {
+    return reinterpret_cast<slot_header*>(slots + (sequence % count) * stride);
+  }
+  std::byte* payload(std::uint64_t sequence) const {
+    return slots + (sequence % count) * stride + sizeof(slot_header);
+  }
+};
+
+inline fifo fifo_in(std::byte* region, const layout& shape, int sender) {
+  std::byte* base = region + shape.fifo_offset(sender);
+  fifo result;
+  result.head = reinterpret_cast<shared_counter*>(base);
+  result.tail = reinterpret_cast<shared_counter*>(base + sizeof(shared_counter));
+  result.slots = base + 2 * sizeof(shared_counter);
+  result.count = shape.slots;
+  result.stride = shape.slot_stride();
+  return result;
+}
+
+inline control_block* control_of(std::byte* region) { return reinterpret_cast<control_block*>(region); }
+
+// A mapping of a region: this rank's own (it holds the descriptor to hand out) or a peer's.
+class mapping {
+ public:
+  mapping() = default;
+  mapping(std::byte* base, std::size_t bytes, int descriptor) : base_(base), bytes_(bytes), fd_(descriptor) {}
+  mapping(mapping&& other) noexcept { *this = std::move(other); }
+  mapping& operator=(mapping&& other) noexcept {
+    if (this != &other) {
+      reset();
+      base_ = std::exchange(other.base_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~mapping() { reset(); }
+
+  std::byte* base() const { return base_; }
+  std::size_t bytes() const { return bytes_; }
+  int descriptor() const { return fd_; }
+  // Closes the descriptor, keeping the mapping (once every peer has its own).
+  void forget_descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  void reset() {
+    if (base_ != nullptr) ::munmap(base_, bytes_);
+    forget_descriptor();
+    base_ = nullptr;
+    bytes_ = 0;
+  }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  int fd_ = -1;
+};
+
+// Maps `bytes` of descriptor `fd` (owned by the result).
+inline mapping map_region(int fd, std::size_t bytes, const std::string& whose) {
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int failure = errno;
+    ::close(fd);
+    throw error(errc::transport, "shm transport: cannot map " + whose + " (" + std::to_string(bytes) +
+                                     " bytes): " + std::strerror(failure));
+  }
+  return mapping(static_cast<std::byte*>(base), bytes, fd);
+}
+
+// A new zeroed region of `bytes`, with no name left anywhere.
+inline mapping create_region(std::size_t bytes) {
+  int fd = static_cast<int>(::syscall(SYS_memfd_create, "weft-shm", MFD_CLOEXEC));
+  if (fd < 0) {  // no memfd (an old kernel, a seccomp filter): a POSIX object, unlinked at once
+    std::random_device entropy;
+    const std::string name = "/weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
+    fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::shm_unlink(name.c_str());
+  }
+  if (fd < 0) {
+    throw error(errc::transport, std::string("shm transport: cannot create a shared region: ") + std::strerror(errno));
+  }
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int failure = errno;
+    ::close(fd);
+    throw error(errc::transport, "shm transport: cannot size a shared region to " + std::to_string(bytes) +
+                                     " bytes: " + std::strerror(failure));
+  }
+  return map_region(fd, bytes, "its own region");
+}
+
+// Sleeps on `word` while it holds `seen`, at most `limit` (shared futex: across processes).
+inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, std::chrono::nanoseconds limit) {
+  if (limit <= std::chrono::nanoseconds::zero()) return;
+  timespec timeout{};
+  timeout.tv_sec = static_cast<time_t>(limit.count() / 1000000000);
+  timeout.tv_nsec = static_cast<long>(limit.count() % 1000000000);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+}
+
+// Bumps `control`'s doorbell and wakes its owner if it sleeps.
+inline void ring(control_block* control) {
+  control->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (control->sleeping.load(std::memory_order_seq_cst) != 0) {
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&control->doorbell), FUTEX_WAKE, INT_MAX, nullptr,
+              nullptr, 0);
+  }
+}
+
+}  // namespace weft::shm::detail

@@ -1,0 +1,249 @@
+// weft/transport/shm/wiring.hpp — how the ranks of one host get each other's regions.
+//
+// Each rank listens on a Unix socket in the abstract namespace (no file to leave behind), named
+// in the bootstrap store with the host it runs on. Every rank connects to every other, presents
+// the job's secret, and is handed the peer's region descriptor (SCM_RIGHTS) and size; the
+// socket's credentials (SO_PEERCRED) name the peer's process, which the engine then watches
+// through a pidfd. Ranks on different hosts are refused, naming both hosts.
+#pragma once
+
+#include "weft/bootstrap/store.hpp"
+#include "weft/error.hpp"
+#include "weft/transport.hpp"
+#include "weft/transport/shm/region.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace weft::shm::detail {
+
+// A peer's region, its process, and the pidfd that says when the process ends (-1: none).
+struct peer_link {
+  mapping region;
+  pid_t pid = 0;
+  int pidfd = -1;
+};
+
+// The host as the abstract socket namespace sees it: boot id and network namespace.
+inline std::string host_identity() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  char link[128] = {0};
+  const ssize_t length = ::readlink("/proc/self/ns/net", link, sizeof link - 1);
+  return boot + "/" + (length > 0 ? std::string(link, static_cast<std::size_t>(length)) : std::string());
+}
+
+inline std::string host_name() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+class socket_fd {
+ public:
+  explicit socket_fd(int fd = -1) : fd_(fd) {}
+  socket_fd(socket_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  socket_fd& operator=(socket_fd&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~socket_fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+inline sockaddr_un abstract_address(const std::string& name, socklen_t& length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  address.sun_path[0] = '\0';
+  std::memcpy(address.sun_path + 1, name.data(), std::min(name.size(), sizeof address.sun_path - 2));
+  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof address.sun_path - 2));
+  return address;
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes (false).
+inline bool ready(int fd, short events, deadline_clock::time_point deadline) {
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - deadline_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd one{fd, events, 0};
+    const int got = ::poll(&one, 1, static_cast<int>(std::min<long long>(left.count(), 100)));
+    if (got > 0) return true;
+    if (got < 0 && errno != EINTR) return false;
+  }
+}
+
+// Reads exactly `bytes` by the deadline.
+inline bool read_all(int fd, void* into, std::size_t bytes, deadline_clock::time_point deadline) {
+  auto* out = static_cast<char*>(into);
+  while (bytes > 0) {
+    if (!ready(fd, POLLIN, deadline)) return false;
+    const ssize_t got = ::recv(fd, out, bytes, MSG_DONTWAIT);
+    if (got == 0) return false;
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return false;
+    }
+    out += got;
+    bytes -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'S', 'H', 'M', '1'};
+
+// Serves this rank's region to the peers that present the secret, on its own thread, until
+// every peer has it (or stop()).
+class region_server {
+ public:
+  region_server(const std::string& secret, int descriptor, std::uint64_t bytes, int peers)
+      : secret_(secret), descriptor_(descriptor), bytes_(bytes), peers_(peers) {
+    std::random_device entropy;
+    name_ = "weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(entropy()) + std::to_string(entropy());
+    listener_ = socket_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    socklen_t length = 0;
+    const sockaddr_un address = abstract_address(name_, length);
+    if (listener_.get() < 0 || ::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+        ::listen(listener_.get(), 64) != 0) {
+      throw error(errc::transport, std::string("shm transport: cannot listen on a Unix socket: ") + std::strerror(errno));
+    }
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~region_server() { stop(); }
+  region_server(const region_server&) = delete;
+  region_server& operator=(const region_server&) = delete;
+
+  const std::string& name() const { return name_; }
+  // Waits, until the deadline, for every peer to have fetched the region; then stops serving.
+  bool finish(deadline_clock::time_point deadline) {
+    while (served_.load() < peers_ && deadline_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const bool all = served_.load() >= peers_;
+    stop();
+    return all;
+  }
+  void stop() {
+    stopping_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void serve() {
+    while (!stopping_ && served_.load() < peers_) {
+      pollfd one{listener_.get(), POLLIN, 0};
+      if (::poll(&one, 1, 50) <= 0) continue;
+      socket_fd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (client.get() < 0) continue;
+      const auto deadline = deadline_clock::now() + std::chrono::seconds(5);
+      char magic[8];
+      std::uint32_t length = 0;
+      if (!read_all(client.get(), magic, sizeof magic, deadline) || std::memcmp(magic, hello_magic, 8) != 0 ||
+          !read_all(client.get(), &length, sizeof length, deadline) || length > 4096)
+        continue;
+      std::string offered(length, '\0');
+      if (!read_all(client.get(), offered.data(), length, deadline) || offered != secret_) continue;
+      // The answer: the region's size, with its descriptor attached.
+      iovec payload{&bytes_, sizeof bytes_};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr message{};
+      message.msg_iov = &payload;
+      message.msg_iovlen = 1;
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+      cmsghdr* header = CMSG_FIRSTHDR(&message);
+      header->cmsg_level = SOL_SOCKET;
+      header->cmsg_type = SCM_RIGHTS;
+      header->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(header), &descriptor_, sizeof(int));
+      if (::sendmsg(client.get(), &message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof bytes_)) ++served_;
+    }
+  }
+
+  std::string secret_;
+  int descriptor_;
+  std::uint64_t bytes_;
+  int peers_;
+  std::string name_;
+  socket_fd listener_;
+  std::atomic<int> served_{0};
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+// Fetches the region served at `name`: maps it and names its owner's process.
+inline peer_link fetch_region(const std::string& name, const std::string& secret, int peer,
+                              deadline_clock::time_point deadline) {
+  const std::string whose = "rank " + std::to_string(peer) + "'s region";
+  socket_fd connection;
+  socklen_t length = 0;
+  const sockaddr_un address = abstract_address(name, length);
+  while (true) {
+    connection = socket_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0) break;
+    if ((errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT) || deadline_clock::now() >= deadline) {
+      throw error(errc::transport, "shm transport: cannot reach " + whose + " (" + std::strerror(errno) +
+                                       "): is it on this host, in this network namespace?");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string hello(hello_magic, sizeof hello_magic);
+  const auto secret_bytes = static_cast<std::uint32_t>(secret.size());
+  hello.append(reinterpret_cast<const char*>(&secret_bytes), sizeof secret_bytes);
+  hello += secret;
+  if (::send(connection.get(), hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+    throw error(errc::transport, "shm transport: cannot greet " + whose + ": " + std::strerror(errno));
+  }
+  std::uint64_t bytes = 0;
+  iovec payload{&bytes, sizeof bytes};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &payload;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  if (!ready(connection.get(), POLLIN, deadline) ||
+      ::recvmsg(connection.get(), &message, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof bytes)) {
+    throw error(errc::transport, "shm transport: " + whose +
+                                     " was not handed over: is WEFT_SECRET the same on every rank?");
+  }
+  const cmsghdr* header = CMSG_FIRSTHDR(&message);
+  if (header == nullptr || header->cmsg_type != SCM_RIGHTS) {
+    throw error(errc::transport, "shm transport: " + whose + " came without its descriptor");
+  }
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
+  peer_link link;
+  ucred owner{};
+  socklen_t owner_bytes = sizeof owner;
+  if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &owner, &owner_bytes) == 0) link.pid = owner.pid;
+  link.region = map_region(fd, static_cast<std::size_t>(bytes), whose);
+  link.region.forget_descriptor();
+#ifdef SYS_pidfd_open
+  if (link.pid > 0 && link.pid != ::getpid()) link.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, link.pid, 0));
+#endif
+  return link;
+}
+
+}  // namespace weft::shm::detail
