@@ -43,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -91,15 +92,15 @@ class rejection_log {
   std::atomic<std::uint64_t> count_{0};
 };
 
-// Runs io until `done` or the deadline; on the deadline, closes `socket` and drains its handlers.
-inline bool run_until(asio::io_context& io, tcp::socket& socket, const bool& done,
-                      deadline_clock::time_point deadline) {
+// Runs io until `done` or the deadline; on the deadline, calls `close` (which closes the socket,
+// cancelling what waits on it) and drains the handlers.
+template <class Close>
+bool run_until(asio::io_context& io, Close close, const bool& done, deadline_clock::time_point deadline) {
   io.restart();
   while (!done && io.run_one_until(deadline) != 0) {
   }
   if (done) return true;
-  boost::system::error_code ignored;
-  socket.close(ignored);
+  close();
   io.restart();
   io.run();
   return false;
@@ -412,8 +413,9 @@ class tcp_store final : public store {
   // From another thread: the call waiting on this connection throws errc::transport; the next
   // call connects again.
   void interrupt() override {
+    std::lock_guard guard(handle_guard_);  // the descriptor cannot be closed (and reused) meanwhile
     interrupted_ = true;
-    if (socket_.is_open()) ::shutdown(socket_.native_handle(), SHUT_RDWR);
+    if (live_handle_ >= 0) ::shutdown(live_handle_, SHUT_RDWR);
   }
 
   std::string describe() const override { return "tcp store at " + where_; }
@@ -458,13 +460,12 @@ class tcp_store final : public store {
                               failure = result;
                               done = true;
                             });
-        if (!store_detail::run_until(io_, socket_, done, deadline))
+        if (!store_detail::run_until(io_, [this] { close_socket(); }, done, deadline))
           failure = asio::error::timed_out;
       }
       if (!failure) break;
       last_failure = failure.message();
-      boost::system::error_code ignored;
-      socket_.close(ignored);
+      close_socket();
       if (deadline_clock::now() + std::chrono::milliseconds(50) >= deadline) {
         if (unresolved) {
           throw error(errc::timeout, "could not resolve the tcp store's host '" + host_ + "' (WEFT_STORE " +
@@ -476,6 +477,10 @@ class tcp_store final : public store {
                                        "same on every rank?");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    {
+      std::lock_guard guard(handle_guard_);
+      live_handle_ = socket_.native_handle();
     }
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
@@ -492,8 +497,7 @@ class tcp_store final : public store {
       answered = false;  // the store closed the connection: it did not accept the hello
     }
     if (!answered || accepted != std::byte{1}) {
-      boost::system::error_code closing;
-      socket_.close(closing);
+      close_socket();
       throw error(errc::transport,
                   "the tcp store at " + where_ +
                       " refused this rank: it serves another job (WEFT_JOB or the launcher's job "
@@ -555,7 +559,7 @@ class tcp_store final : public store {
                           failure = result;
                           done = true;
                         });
-      if (!store_detail::run_until(io_, socket_, done, deadline)) return timed_out();
+      if (!store_detail::run_until(io_, [this] { close_socket(); }, done, deadline)) return timed_out();
       if (failure) lost(failure);
     }
     if (in.empty()) return true;
@@ -565,7 +569,7 @@ class tcp_store final : public store {
                        failure = result;
                        done = true;
                      });
-    if (!store_detail::run_until(io_, socket_, done, deadline)) return timed_out();
+    if (!store_detail::run_until(io_, [this] { close_socket(); }, done, deadline)) return timed_out();
     if (failure) lost(failure);
     return true;
   }
@@ -575,9 +579,16 @@ class tcp_store final : public store {
     return false;
   }
 
-  [[noreturn]] void lost(const boost::system::error_code& failure) {
+  // Closes the connection; interrupt() no longer touches its descriptor.
+  void close_socket() {
+    std::lock_guard guard(handle_guard_);
+    live_handle_ = -1;
     boost::system::error_code ignored;
     socket_.close(ignored);
+  }
+
+  [[noreturn]] void lost(const boost::system::error_code& failure) {
+    close_socket();
     if (interrupted_.exchange(false)) {
       timed_out_ = true;  // the store is fine: the next call connects again
       throw error(errc::transport, "a wait on the " + describe() + " was interrupted");
@@ -596,6 +607,8 @@ class tcp_store final : public store {
   store_detail::tcp::socket socket_;
   bool timed_out_ = false;
   std::atomic<bool> interrupted_{false};
+  std::mutex handle_guard_;  // interrupt() against closing the socket on the calling thread
+  int live_handle_ = -1;     // the connected socket's descriptor, -1 once closed
 };
 
 }  // namespace weft::bootstrap
