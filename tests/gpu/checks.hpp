@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "weft/detail/calls.hpp"
 #include "weft/types.hpp"
 
 namespace weft_gpu_test {
@@ -28,22 +29,10 @@ inline int finish(const char* name) {
   return failed == 0 ? 0 : 1;
 }
 
-// The type's name, for messages.
+// The type's name, for messages (weft's own: int8 ... float64, half, bfloat16).
 template <class T>
-const char* type_name() {
-  if constexpr (std::is_same_v<T, weft::half>) return "half";
-  else if constexpr (std::is_same_v<T, weft::bfloat16>) return "bfloat16";
-  else if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int8_t>) return "int8";
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
-  else if constexpr (std::is_same_v<T, std::int16_t>) return "int16";
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return "uint16";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
-  else return "?";
+std::string type_name() {
+  return std::string(weft::detail::type_name<T>());
 }
 
 // Bitwise equal, except that any NaN equals any NaN (their payloads are not part of weft's

@@ -65,7 +65,7 @@ void compare(weft::cuda::device_memory& memory, const Op& op, const char* op_nam
         memory.combine(std::span<T>(out, count), std::span<const T>(da.at(offset), count),
                        std::span<const T>(db.at(offset), count), op);
         weft::cuda::check(cudaStreamSynchronize(memory.stream()), "cudaStreamSynchronize");
-        const std::string what = std::string(type_name<T>()) + " " + op_name + ", " + std::to_string(count) +
+        const std::string what = type_name<T>() + " " + op_name + ", " + std::to_string(count) +
                                  " elements" + (offset ? ", unaligned" : "") + (in_place ? ", in place" : "");
         GPU_CHECK(differing(expected, take(out, count)) == 0, what);
         if constexpr (weft::has_finalize_v<Op, T>) {

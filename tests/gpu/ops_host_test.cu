@@ -33,7 +33,7 @@ void compare(const Op& op, const char* op_name) {
       if (first == count) first = i;
     }
   }
-  GPU_CHECK(wrong == 0, std::string(type_name<T>()) + " " + op_name + ": " + std::to_string(wrong) +
+  GPU_CHECK(wrong == 0, type_name<T>() + " " + op_name + ": " + std::to_string(wrong) +
                             " elements differ, first at " + std::to_string(first));
   if constexpr (weft::has_finalize_v<Op, T>) {
     for (const int ranks : {1, 3, 7}) {
@@ -42,7 +42,7 @@ void compare(const Op& op, const char* op_name) {
       std::size_t differ = 0;
       for (std::size_t i = 0; i < count; ++i)
         differ += !same_bits(finalized[i], weft::cuda::detail::finalize_element(op, expected[i], ranks));
-      GPU_CHECK(differ == 0, std::string(type_name<T>()) + " " + op_name + " finalize over " +
+      GPU_CHECK(differ == 0, type_name<T>() + " " + op_name + " finalize over " +
                                  std::to_string(ranks) + " ranks: " + std::to_string(differ) + " differ");
     }
   }

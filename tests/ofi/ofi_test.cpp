@@ -4,6 +4,7 @@
 // multi-process runs and killed ranks are in tests/multiprocess/multiprocess.py (scenario ofi).
 #include "../collective_cases.hpp"
 #include "../scoped_environment.hpp"
+#include "../meeting_place.hpp"
 #include "../transport_conformance.hpp"
 
 #include <weft/bootstrap/file_store.hpp>
@@ -37,24 +38,6 @@ namespace {
 
 using ofi_comm = weft::communicator<weft::ofi::transport>;
 
-// A fresh store directory per world, removed afterwards.
-class meeting_place {
- public:
-  meeting_place() {
-    static std::atomic<int> counter{0};
-    directory_ = std::filesystem::temp_directory_path() /
-                 ("weft-ofi-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(directory_);
-    store_ = std::make_unique<weft::bootstrap::file_store>(directory_);
-  }
-  ~meeting_place() { std::filesystem::remove_all(directory_); }
-  weft::bootstrap::store* store() { return store_.get(); }
-
- private:
-  std::filesystem::path directory_;
-  std::unique_ptr<weft::bootstrap::file_store> store_;
-};
-
 weft::ofi::config provider_config(const std::string& provider) {
   weft::ofi::config settings;
   settings.provider = provider;
@@ -87,7 +70,7 @@ std::vector<std::string> usable_providers() {
 
 void run_world(int p, const weft::ofi::config& settings, failures& sink,
                const std::function<void(ofi_comm&)>& fn) {
-  meeting_place place;
+  meeting_place place("ofi");
   std::vector<std::thread> threads;
   for (int rank = 0; rank < p; ++rank) {
     threads.emplace_back([&, rank] {
@@ -112,7 +95,7 @@ TEST_CASE("conformance and a collective slice on every provider", "[ofi]") {
   for (const auto& provider : providers) {
     INFO("provider " << provider);
     failures sink;
-    meeting_place place;
+    meeting_place place("ofi");
     transport_conformance_ranks(sink, [&](int rank) {
       return weft::ofi::transport(rank, 3, place.store(), provider_config(provider));
     });
@@ -235,7 +218,7 @@ TEST_CASE("an unknown provider is a clear error", "[ofi]") {
 }
 
 TEST_CASE("ranks on different providers are told so", "[ofi]") {
-  meeting_place place;
+  meeting_place place("ofi");
   std::string messages[2];
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
@@ -255,7 +238,7 @@ TEST_CASE("ranks on different providers are told so", "[ofi]") {
 }
 
 TEST_CASE("a rank that never comes is a timeout at start-up naming it", "[ofi]") {
-  meeting_place place;
+  meeting_place place("ofi");
   auto settings = provider_config("tcp;ofi_rxm");
   settings.connect_timeout = 1s;
   const auto start = std::chrono::steady_clock::now();
@@ -375,7 +358,7 @@ TEST_CASE("a request that outlives its transport is harmless", "[ofi]") {
   // As a pending receive kept past session::close_transport(): the endpoint closes at once and
   // the engine lives on, retired, until the request is dropped (under the sanitizers: no use
   // after free, no leak).
-  meeting_place place;
+  meeting_place place("ofi");
   auto settings = provider_config("tcp;ofi_rxm");
   std::thread other([&] {
     weft::ofi::transport transport(1, 2, place.store(), settings);

@@ -5,6 +5,7 @@
 // what is left in /dev/shm are in tests/multiprocess/multiprocess.py (scenario shm).
 #include "../collective_cases.hpp"
 #include "../scoped_environment.hpp"
+#include "../meeting_place.hpp"
 #include "../transport_conformance.hpp"
 
 #include <weft/bootstrap/file_store.hpp>
@@ -30,23 +31,6 @@ namespace {
 
 using shm_comm = weft::communicator<weft::shm::transport>;
 
-class meeting_place {
- public:
-  meeting_place() {
-    static std::atomic<int> counter{0};
-    directory_ = std::filesystem::temp_directory_path() /
-                 ("weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(directory_);
-    store_ = std::make_unique<weft::bootstrap::file_store>(directory_);
-  }
-  ~meeting_place() { std::filesystem::remove_all(directory_); }
-  weft::bootstrap::store* store() { return store_.get(); }
-
- private:
-  std::filesystem::path directory_;
-  std::unique_ptr<weft::bootstrap::file_store> store_;
-};
-
 weft::shm::config small_slots(std::size_t slot_bytes = 4096, std::size_t slots = 4) {
   weft::shm::config settings;
   settings.connect_timeout = 20s;
@@ -57,7 +41,7 @@ weft::shm::config small_slots(std::size_t slot_bytes = 4096, std::size_t slots =
 }
 
 void run_world(int p, const weft::shm::config& settings, failures& sink, const std::function<void(shm_comm&)>& fn) {
-  meeting_place place;
+  meeting_place place("shm");
   std::vector<std::thread> threads;
   for (int rank = 0; rank < p; ++rank) {
     threads.emplace_back([&, rank] {
@@ -79,7 +63,7 @@ TEST_CASE("shm: conformance", "[shm]") {
   for (const std::size_t slot_bytes : {std::size_t{64}, std::size_t{4096}, std::size_t{64} << 10}) {
     INFO("slots of " << slot_bytes << " bytes");
     failures sink;
-    meeting_place place;
+    meeting_place place("shm");
     transport_conformance_ranks(sink, [&](int rank) {
       return weft::shm::transport(rank, 3, place.store(), small_slots(slot_bytes));
     });
@@ -173,7 +157,7 @@ TEST_CASE("shm: messages that arrive before their receive, and a receive of the 
 }
 
 TEST_CASE("shm: a rank that closes its transport is peer_lost on the rank waiting for it", "[shm]") {
-  meeting_place place;
+  meeting_place place("shm");
   std::string said;
   std::thread closer([&] { weft::shm::transport transport(1, 2, place.store(), small_slots()); });
   weft::shm::transport transport(0, 2, place.store(), small_slots());
@@ -203,7 +187,7 @@ TEST_CASE("shm: settings from the environment, and ranks that disagree on them",
     scoped_environment set("WEFT_SHM_SLOTS", "1");
     CHECK_THROWS_WITH(weft::shm::config::from_environment(), Catch::Contains("WEFT_SHM_SLOTS"));
   }
-  meeting_place place;
+  meeting_place place("shm");
   std::string said;
   std::thread other([&] {
     try {

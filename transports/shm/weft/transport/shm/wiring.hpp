@@ -22,12 +22,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace weft::shm::detail {
@@ -114,6 +116,22 @@ inline bool read_all(int fd, void* into, std::size_t bytes, deadline_clock::time
 
 inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'S', 'H', 'M', '1'};
 
+// One message of a region's size with room for one descriptor (SCM_RIGHTS), to send or receive.
+struct descriptor_message {
+  explicit descriptor_message(std::uint64_t* bytes) : payload{bytes, sizeof *bytes} {
+    header.msg_iov = &payload;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+  }
+  descriptor_message(const descriptor_message&) = delete;
+  descriptor_message& operator=(const descriptor_message&) = delete;
+
+  iovec payload;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+};
+
 // Serves this rank's region to the peers that present the secret, on its own thread, until
 // every peer has it (or stop()).
 class region_server {
@@ -165,19 +183,13 @@ class region_server {
       std::string offered(length, '\0');
       if (!read_all(client.get(), offered.data(), length, deadline) || offered != secret_) continue;
       // The answer: the region's size, with its descriptor attached.
-      iovec payload{&bytes_, sizeof bytes_};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr message{};
-      message.msg_iov = &payload;
-      message.msg_iovlen = 1;
-      message.msg_control = control;
-      message.msg_controllen = sizeof control;
-      cmsghdr* header = CMSG_FIRSTHDR(&message);
+      descriptor_message message(&bytes_);
+      cmsghdr* header = CMSG_FIRSTHDR(&message.header);
       header->cmsg_level = SOL_SOCKET;
       header->cmsg_type = SCM_RIGHTS;
       header->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(header), &descriptor_, sizeof(int));
-      if (::sendmsg(client.get(), &message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof bytes_)) ++served_;
+      if (::sendmsg(client.get(), &message.header, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof bytes_)) ++served_;
     }
   }
 
@@ -216,19 +228,13 @@ inline peer_link fetch_region(const std::string& name, const std::string& secret
     throw error(errc::transport, "shm transport: cannot greet " + whose + ": " + std::strerror(errno));
   }
   std::uint64_t bytes = 0;
-  iovec payload{&bytes, sizeof bytes};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &payload;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
+  descriptor_message message(&bytes);
   if (!ready(connection.get(), POLLIN, deadline) ||
-      ::recvmsg(connection.get(), &message, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof bytes)) {
+      ::recvmsg(connection.get(), &message.header, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof bytes)) {
     throw error(errc::transport, "shm transport: " + whose +
                                      " was not handed over: is WEFT_SECRET the same on every rank?");
   }
-  const cmsghdr* header = CMSG_FIRSTHDR(&message);
+  const cmsghdr* header = CMSG_FIRSTHDR(&message.header);
   if (header == nullptr || header->cmsg_type != SCM_RIGHTS) {
     throw error(errc::transport, "shm transport: " + whose + " came without its descriptor");
   }
