@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The closing line of the test command: "N passed, N failed, N skipped" over the meson test logs
-of the given build directories; exits 1 when anything failed.
+of the given build directories, after the last lines of each failed test's output and one
+"failed: BUILD_DIR: NAME (RESULT, S s)" line per failed test; exits 1 when anything failed.
 
     STEPS_FAILED=0|1 summarize_tests.py BUILD_DIR...
 
@@ -9,19 +10,30 @@ broken build never reads as a clean run.
 """
 import json, os, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}
+failed = []
 for directory in sys.argv[1:]:
     log = os.path.join(directory, "meson-logs", "testlog.json")
     if not os.path.exists(log):
         continue
     for line in open(log, encoding="utf-8"):
-        result = json.loads(line).get("result")
+        entry = json.loads(line)
+        result = entry.get("result")
         if result in ("OK", "EXPECTEDFAIL"):
             counts["passed"] += 1
         elif result == "SKIP":
             counts["skipped"] += 1
         else:
             counts["failed"] += 1
+            tail = (entry.get("stdout") or "").splitlines()[-30:]
+            failed.append(("%s: %s (%s, %.0f s)" % (directory, entry.get("name"), result,
+                                                    entry.get("duration") or 0), tail))
 if os.environ.get("STEPS_FAILED") != "0" and counts["failed"] == 0:
     counts["failed"] = 1  # a build or set-up step failed: count it, never report a clean run
+for name, tail in failed:  # the end of each failed test's output, then its name
+    print("---- the last lines of " + name)
+    for line in tail:
+        print("   " + line)
+for name, _ in failed:
+    print("failed: " + name)
 print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"], counts["skipped"]))
 sys.exit(1 if counts["failed"] else 0)
