@@ -12,7 +12,8 @@ Systems (each skipped, loudly, when its program or launcher is missing):
     mpi-tcp     mpirun -n N --mca btl self,tcp mpi-bench          (Open MPI's TCP path)
     gloo-ALG    weft-run -n N gloo-bench --algorithm ALG           (Gloo's TCP transport; ALG
                 ring and halving_doubling for allreduce, ring_chunked and bcube too unless --smoke)
-    weft-shm    WEFT_OFI_PROVIDER=shm weft-run -n N weft-bench --transport ofi
+    weft-shm    weft-run -n N weft-bench --transport shm              (weft's shared-memory transport)
+    weft-ofi-shm  WEFT_OFI_PROVIDER=shm weft-run -n N weft-bench --transport ofi  (libfabric's shm)
     mpi-vader   mpirun -n N --mca btl self,vader mpi-bench        (Open MPI's shared memory)
 
 Every repetition runs every system once per rank count and collective, in an order shuffled
@@ -45,10 +46,13 @@ MPI_COLLECTIVES = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scat
 PAIRS = [  # (weft, peer, what the ratio says)
     ("weft-tcp", "mpi-tcp", "weft TCP / Open MPI TCP"),
     ("weft-tcp", "gloo-best", "weft TCP / Gloo's best"),
-    ("weft-shm", "mpi-vader", "weft libfabric shm / Open MPI vader"),
+    ("weft-shm", "mpi-vader", "weft shm / Open MPI vader"),
+    ("weft-shm", "weft-ofi-shm", "weft shm / weft over libfabric shm"),
+    ("weft-ofi-shm", "mpi-vader", "weft over libfabric shm / Open MPI vader"),
 ]
 COLOURS = {"weft-tcp": "#d62728", "mpi-tcp": "#1f77b4", "gloo-best": "#2ca02c", "weft-shm": "#ff7f0e",
-           "mpi-vader": "#9467bd"}
+           "weft-ofi-shm": "#8c564b", "mpi-vader": "#9467bd"}
+SHOWN = ["weft-tcp", "mpi-tcp", "gloo-best", "weft-shm", "weft-ofi-shm", "mpi-vader"]
 
 
 def parse_size(text):
@@ -91,7 +95,7 @@ class Systems:
         if "gloo" not in self.missing:
             names += [f"gloo-{a}" for a in self.gloo_algorithms]
         if not self.args.no_shm:
-            names.append("weft-shm")
+            names += ["weft-shm", "weft-ofi-shm"]
             if "mpi" not in self.missing:
                 names.append("mpi-vader")
         return names
@@ -117,6 +121,8 @@ class Systems:
         if name == "weft-tcp":
             return weft_run + [self.weft_bench, "--transport", "tcp"] + sweep, env
         if name == "weft-shm":
+            return weft_run + [self.weft_bench, "--transport", "shm"] + sweep, env
+        if name == "weft-ofi-shm":
             env["WEFT_OFI_PROVIDER"] = "shm"
             return weft_run + [self.weft_bench, "--transport", "ofi"] + sweep, env
         if name.startswith("mpi-"):
@@ -329,7 +335,17 @@ def goals(table, args):
             value = p["time_us"] / w["time_us"]
             checks.append(("8 B allreduce latency, Open MPI TCP time / weft time", ranks, 8, value, 1.0, value >= 1.0,
                            paired_ratios(w, p, latency=True)))
-    each([2, 4], "allreduce", "weft-shm", "mpi-vader", big, 0.8, "libfabric shm allreduce busbw vs Open MPI vader")
+    each([2], "allreduce", "weft-shm", "mpi-vader", big, 2.0, "shm allreduce busbw vs Open MPI vader")
+    each([2], "allreduce", "weft-shm", "weft-ofi-shm", big, 1.5, "shm allreduce busbw vs weft over libfabric shm")
+    each([4], "allreduce", "weft-shm", "mpi-vader", big, 1.0, "shm allreduce busbw vs Open MPI vader")
+    by_system = table.get((2, "allreduce"), {})
+    w, p = by_system.get("weft-shm", {}).get(8), by_system.get("mpi-vader", {}).get(8)
+    if w and p:
+        value = p["time_us"] / w["time_us"]
+        checks.append(("8 B shm allreduce latency, Open MPI vader time / weft time", 2, 8, value, 1.0, value >= 1.0,
+                       paired_ratios(w, p, latency=True)))
+    each([2, 4], "allreduce", "weft-ofi-shm", "mpi-vader", big, 0.8,
+         "libfabric shm allreduce busbw vs Open MPI vader")
     mid = [s for s in (1 << 20, 16 << 20) if args.min_bytes <= s <= args.max_bytes]
     each([4], "broadcast", "weft-tcp", "mpi-tcp", mid, 1.0, "broadcast busbw vs Open MPI TCP")
     each([4], "alltoall", "weft-tcp", "mpi-tcp", mid, 1.0, "alltoall busbw vs Open MPI TCP")
@@ -351,7 +367,7 @@ def report(table, checks, args, systems, failures):
             by_system = table.get((ranks, collective))
             if not by_system:
                 continue
-            shown = [n for n in ["weft-tcp", "mpi-tcp", "gloo-best", "weft-shm", "mpi-vader"] if n in by_system]
+            shown = [n for n in SHOWN if n in by_system]
             pairs = [(w, p, what) for w, p, what in PAIRS if w in by_system and p in by_system]
             lines += ["", f"## {collective}, {ranks} ranks", ""]
             header = ["size"] + shown + [f"{w} / {p}" for w, p, _ in pairs]
@@ -451,7 +467,7 @@ def svg_plot(table, args, path):
             x = px(size)
             out.append(f'<text x="{x:.1f}" y="{y0 + h + 14}" text-anchor="middle">{human(size).replace(" ", "")}</text>')
         legend = 0
-        for name in ["weft-tcp", "mpi-tcp", "gloo-best", "weft-shm", "mpi-vader"]:
+        for name in SHOWN:
             entry = by_system.get(name)
             if not entry:
                 continue
@@ -483,7 +499,7 @@ def main():
                              "(weft-run --bind-to core, mpirun --map-by core --bind-to core:overload-allowed)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per run")
     parser.add_argument("--out", default=None, help="directory for the results (default: compare-results/<time>)")
-    parser.add_argument("--no-shm", action="store_true", help="leave out weft-shm and mpi-vader")
+    parser.add_argument("--no-shm", action="store_true", help="leave out weft-shm, weft-ofi-shm and mpi-vader")
     parser.add_argument("--smoke", action="store_true", help="a tiny sweep of every system (2 ranks, 1 run)")
     args = parser.parse_args()
     if args.smoke:

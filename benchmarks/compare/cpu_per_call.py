@@ -6,8 +6,8 @@ ranks (user + system, every process the launcher started), and how many cores we
         [--collective allreduce] [--system weft-tcp,gloo-ring,mpi-tcp] [--few 2] [--many 22]
         [-- extra flags for every program]
 
-Systems are compare.py's (weft-tcp, weft-shm, gloo-ALG, mpi-tcp, mpi-vader), run with its
-command lines.
+Systems are compare.py's (weft-tcp, weft-shm, weft-ofi-shm, gloo-ALG, mpi-tcp, mpi-vader), run
+with its command lines.
 
 When the ranks outnumber the cores, busbw says little about why one library is ahead: every
 system keeps the cores busy, and the one that needs less processor time per call wins. Each
@@ -33,8 +33,9 @@ from compare import ROOT, Systems
 def command(systems, system, args, iterations, scratch):
     """(argv, env, JSON output path) of one system's run: compare.py's command line for it, at
     one size, without warm-up calls."""
-    if not (system in ("weft-tcp", "weft-shm", "mpi-tcp", "mpi-vader") or system.startswith("gloo-")):
-        raise SystemExit(f"cpu_per_call.py: unknown system '{system}' (weft-tcp, weft-shm, gloo-ALG, mpi-tcp, mpi-vader)")
+    if not (system in ("weft-tcp", "weft-shm", "weft-ofi-shm", "mpi-tcp", "mpi-vader") or system.startswith("gloo-")):
+        raise SystemExit(f"cpu_per_call.py: unknown system '{system}' (weft-tcp, weft-shm, weft-ofi-shm, gloo-ALG, mpi-tcp, "
+                         "mpi-vader)")
     for family, why in systems.missing.items():
         if system.startswith(f"{family}-"):
             raise SystemExit(f"cpu_per_call.py: {system}: {why}")

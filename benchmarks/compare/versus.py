@@ -10,8 +10,8 @@ With --build-b, B runs the weft-bench of another build (the same algorithm befor
 change, say); --a and --b may then name the same algorithm.
 
 Each round runs weft-bench once with --algorithm A and once with --algorithm B (which goes
-first alternates from round to round), with compare.py's command line for the system (weft-tcp
-or weft-shm), so machine noise hits both alike. Per size and form it prints each algorithm's
+first alternates from round to round), with compare.py's command line for the system (weft-tcp,
+weft-shm or weft-ofi-shm), so machine noise hits both alike. Per size and form it prints each algorithm's
 median time over the rounds, B's time / A's (above 1: A is faster), the range of that ratio
 within a round, and in how many rounds A was faster. Either may be `automatic`. A run with a
 wrong result, or one that fails, stops it with exit status 1.
@@ -56,7 +56,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help="an algorithm name, or automatic")
     parser.add_argument("--b", required=True, help="an algorithm name, or automatic")
-    parser.add_argument("--system", default="weft-tcp", choices=("weft-tcp", "weft-shm"))
+    parser.add_argument("--system", default="weft-tcp", choices=("weft-tcp", "weft-shm", "weft-ofi-shm"))
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--build-b", default=None, help="run B from this build's weft-bench")
     parser.add_argument("--ranks", type=int, default=4)
@@ -75,7 +75,7 @@ def main():
     if args.a == args.b and args.build_b is None:
         parser.error("--a and --b name the same algorithm (give --build-b to compare two builds)")
     args.min_bytes, args.max_bytes = parse_size(args.min_bytes), parse_size(args.max_bytes)
-    args.no_shm, args.smoke = args.system != "weft-shm", False
+    args.no_shm, args.smoke = args.system == "weft-tcp", False
     sides = {"A": (args.a, Systems(args))}  # Systems exits with a clear message when weft-bench is not built
     if args.build_b is not None:
         sides["B"] = (args.b, Systems(argparse.Namespace(**{**vars(args), "build": args.build_b})))
