@@ -90,6 +90,53 @@ def start_ranks(ranks, size, command, timeout_ms, port=None, extra=None):
             for rank in ranks}
 
 
+def tcp_sockets(state):
+    """{inode: (local port, remote port)} of this network namespace's TCP sockets in `state`
+    (/proc/net/tcp's hex code: "0A" listening, "01" established)."""
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == state:
+                found[fields[9]] = (int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16))
+    return found
+
+
+def socket_inodes(process):
+    inodes = set()
+    try:
+        for fd in os.listdir("/proc/%d/fd" % process.pid):
+            try:
+                target = os.readlink("/proc/%d/fd/%s" % (process.pid, fd))
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    except OSError:
+        pass
+    return inodes
+
+
+def wait_for_store(process, port, serving, timeout=30.0):
+    """Waits until `process` serves the store at `port` (serving) or is connected to it, rather
+    than guessing how long a loaded machine takes to start a process; False if it did not in
+    `timeout` seconds or ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        sockets = tcp_sockets("0A" if serving else "01")
+        mine = socket_inodes(process)
+        if any(inode in mine and (local if serving else remote) == port
+               for inode, (local, remote) in sockets.items()):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def collect(processes, timeout):
     """Waits for every process (killing what outlives the timeout); returns {rank: (code, output)}."""
     deadline = time.monotonic() + timeout
@@ -220,7 +267,8 @@ def killed_before_joining(ranks_program, label="", extra=None):
     ranks 0 and 3 must fail naming rank 2 within 10 s of the kill, and rank 1 fail too."""
     port = free_port()
     early = start_ranks([0, 2, 3], 4, [ranks_program, "slice"], 300000, port=port, extra=extra)
-    time.sleep(3.0)  # rank 2 has met the store and waits for rank 1
+    check(wait_for_store(early[2], port, serving=False), "%skilled before it joins: rank 2 reached the store" % label)
+    time.sleep(1.0)  # rank 2 has met the store (it is connected) and waits for rank 1
     early[2].kill()
     killed = time.monotonic()
     # Rank 1 may reach the store only after rank 0 failed and took it along: it cannot tell that
@@ -291,7 +339,7 @@ def two_jobs_one_store(ranks_program):
             return subprocess.Popen([ranks_program, "slice"], env=environment(rank, job), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
         first = start(0, "4242")
-        time.sleep(1.0)  # job A's rank 0 serves the store
+        check(wait_for_store(first, port, serving=True), "two %s jobs at one store: job A's rank 0 serves it" % launcher)
         started = time.monotonic()
         intruder = start(1, "4343")
         code, output = collect({1: intruder}, timeout=30)[1]
@@ -348,7 +396,8 @@ def scenario_failures(ranks_program):
     # Two processes started as rank 1: the second is refused at once, naming the first.
     port = free_port()
     processes = start_ranks([0, 1], 3, [ranks_program, "slice"], 3000, port=port)
-    time.sleep(1.0)  # the first rank 1 has claimed its place
+    check(wait_for_store(processes[1], port, serving=False), "two processes started as rank 1: the first reached the store")
+    time.sleep(0.5)  # connected, it has claimed its place
     twin = subprocess.Popen([ranks_program, "slice"], env=rank_environment(1, 3, port, 3000),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     twin_output, _ = twin.communicate(timeout=30)
