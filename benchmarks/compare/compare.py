@@ -5,7 +5,7 @@ timing, alternating the systems in one run so the machine's noise hits all of th
     python3 benchmarks/compare/compare.py [--build build] [--ranks 2,4] [--reps 3]
         [--collectives allreduce,broadcast,alltoall,allgather,reduce_scatter]
         [-b 8] [-e 64M] [-f 2] [-n 10] [-w 2] [--small-max 64K] [--small-iterations 100]
-        [--seed 1] [--bind-to none|core] [--out DIR] [--smoke]
+        [--seed 1] [--bind-to none|core] [--systems NAME,...] [--out DIR] [--smoke]
 
 Systems (each skipped, loudly, when its program or launcher is missing):
     weft-tcp    weft-run -n N weft-bench --transport tcp
@@ -89,6 +89,16 @@ class Systems:
             ["ring", "halving_doubling", "ring_chunked", "bcube"]
 
     def names(self):
+        names = self.all_names()
+        wanted = getattr(self.args, "systems", None)
+        if wanted:
+            unknown = [n for n in wanted if n not in names]
+            if unknown:
+                sys.exit(f"compare.py: --systems: {', '.join(unknown)} not among {', '.join(names)}")
+            names = [n for n in names if n in wanted]
+        return names
+
+    def all_names(self):
         names = ["weft-tcp"]
         if "mpi" not in self.missing:
             names.append("mpi-tcp")
@@ -500,6 +510,8 @@ def main():
     parser.add_argument("--timeout", type=int, default=900, help="seconds per run")
     parser.add_argument("--out", default=None, help="directory for the results (default: compare-results/<time>)")
     parser.add_argument("--no-shm", action="store_true", help="leave out weft-shm, weft-ofi-shm and mpi-vader")
+    parser.add_argument("--systems", default=None,
+                        help="only these systems, comma-separated (e.g. weft-shm,weft-ofi-shm,mpi-vader)")
     parser.add_argument("--smoke", action="store_true", help="a tiny sweep of every system (2 ranks, 1 run)")
     args = parser.parse_args()
     if args.smoke:
@@ -507,6 +519,7 @@ def main():
         args.min_bytes, args.max_bytes, args.factor, args.iterations, args.warmup = "8", "64K", 16, 2, 1
         args.small_max, args.small_iterations = "2K", 2  # both pieces of the sweep run
     args.ranks = [int(r) for r in args.ranks.split(",")]
+    args.systems = args.systems.split(",") if args.systems else None
     args.collectives = args.collectives.split(",")
     args.min_bytes, args.max_bytes = parse_size(str(args.min_bytes)), parse_size(str(args.max_bytes))
     args.small_max = parse_size(str(args.small_max))

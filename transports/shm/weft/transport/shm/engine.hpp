@@ -72,6 +72,8 @@ struct peer_state {
   std::byte* region = nullptr;        // the peer's region (this rank's own for itself)
   peer_link link;                     // its mapping and process (none for this rank)
   std::deque<operation*> sends;       // in order; the front one is streaming
+  std::uint64_t published = 0;        // slots this rank published in its FIFO at the peer
+  std::uint64_t consumed = 0;         // of them, how many the peer had consumed when last seen
   std::deque<operation*> receives;    // posted, not yet matched, in order
   std::list<early_message> early;     // arrived before their receive, in order
   operation* incoming = nullptr;      // the receive the message now arriving goes to

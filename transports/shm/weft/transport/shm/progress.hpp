@@ -73,13 +73,13 @@ inline bool engine::push(int peer) {
   auto& state = peers_[static_cast<std::size_t>(peer)];
   if (state.sends.empty() || state.region == nullptr) return false;
   const fifo out = fifo_in(state.region, shape_, rank_);
-  std::uint64_t head = out.head->value.load(std::memory_order_relaxed);  // only this rank raises it
-  const std::uint64_t tail = out.tail->value.load(std::memory_order_acquire);
+  if (state.published - state.consumed >= out.count)  // full, as last seen: look again
+    state.consumed = out.tail->value.load(std::memory_order_acquire);
   bool any = false;
-  while (!state.sends.empty() && head - tail < out.count) {
+  while (!state.sends.empty() && state.published - state.consumed < out.count) {
     operation* op = state.sends.front();
     const std::size_t bytes = std::min(shape_.slot_bytes, op->size - op->moved);
-    slot_header* piece = out.header(head);
+    slot_header* piece = out.header(state.published);
     piece->tag = op->tag;
     piece->total = op->size;
     piece->offset = op->moved;
@@ -87,15 +87,17 @@ inline bool engine::push(int peer) {
     if (bytes != 0) {
       const std::byte* source =
           op->kept.empty() ? op->data + op->moved : op->kept.data() + (op->moved - op->kept_from);
-      std::memcpy(out.payload(head), source, bytes);
+      std::memcpy(out.payload(state.published, bytes), source, bytes);
     }
     op->moved += bytes;
-    out.head->value.store(++head, std::memory_order_seq_cst);
+    piece->sequence.store(++state.published, std::memory_order_release);
     any = true;
     if (op->moved == op->size) {
       state.sends.pop_front();
       complete(op);
     }
+    if (state.published - state.consumed >= out.count)
+      state.consumed = out.tail->value.load(std::memory_order_acquire);
   }
   if (any && peer != rank_) ring(control_of(state.region));
   return any;
@@ -105,15 +107,15 @@ inline bool engine::push(int peer) {
 inline bool engine::drain(int peer) {
   const fifo in = fifo_in(own_.base(), shape_, peer);
   std::uint64_t tail = in.tail->value.load(std::memory_order_relaxed);  // only this rank raises it
-  const std::uint64_t head = in.head->value.load(std::memory_order_seq_cst);
-  if (tail == head) return false;
-  while (tail != head) {
-    const slot_header piece = *in.header(tail);
-    take_piece(peer, piece, in.payload(tail));
-    in.tail->value.store(++tail, std::memory_order_seq_cst);
+  bool any = false;
+  for (slot_header* piece = in.header(tail); piece->sequence.load(std::memory_order_acquire) == tail + 1;
+       piece = in.header(tail)) {
+    take_piece(peer, *piece, in.payload(tail, piece->bytes));
+    in.tail->value.store(++tail, std::memory_order_release);
+    any = true;
   }
-  if (peer != rank_) ring(control_of(peers_[static_cast<std::size_t>(peer)].region));  // it may wait for room
-  return true;
+  if (any && peer != rank_) ring(control_of(peers_[static_cast<std::size_t>(peer)].region));  // it may wait for room
+  return any;
 }
 
 inline void engine::take_piece(int peer, const slot_header& piece, const std::byte* payload) {
@@ -246,6 +248,7 @@ inline void engine::sleep_until_rung(deadline_clock::time_point until, operation
   control_block* me = control_of(own_.base());
   const std::uint32_t seen = me->doorbell.load(std::memory_order_seq_cst);
   me->sleeping.store(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the last look below sees what ring() did not wake
   if (!progress() && op->state == status::posted) futex_wait(me->doorbell, seen, until - deadline_clock::now());
   me->sleeping.store(0, std::memory_order_seq_cst);
 }

@@ -5,13 +5,15 @@
 // memfd is missing), so it has no name in /dev/shm or on disk: it lives while a rank maps it
 // and goes with the last, whether the ranks exit, crash or are killed. The region holds
 //
-//   control   the owner's doorbell (a futex word every rank that changes something the owner
-//             may wait for bumps), whether the owner sleeps on it, whether it closed
-//   inbound   one FIFO per sending rank (itself included): head (slots the sender published),
-//             tail (slots the owner consumed), each on its own cache line, then the slots
+//   control   the owner's doorbell (a futex word a rank bumps when it changes something the
+//             owner waits for while the owner sleeps), whether the owner sleeps, whether it closed
+//   inbound   one FIFO per sending rank (itself included): tail (slots the owner consumed), on
+//             a cache line of its own, then the slots, each a header line (with its sequence
+//             number) and the payload
 //
 // So every FIFO lives in its receiver's memory: a sender writes a slot and publishes it by
-// raising head; the receiver reads it and frees it by raising tail. Counters only grow, and no
+// setting its sequence number last; the receiver reads it and frees it by raising tail. Sequence
+// numbers and tail only grow, and no
 // lock is ever held: a rank that dies mid-write has published nothing, and a survivor's later
 // calls never see its half-written slot.
 #pragma once
@@ -47,18 +49,24 @@ struct alignas(cache_line) shared_counter {
 };
 
 struct alignas(cache_line) control_block {
-  std::atomic<std::uint32_t> doorbell;  // futex word: bumped after every change the owner waits for
+  std::atomic<std::uint32_t> doorbell;  // futex word: bumped by a change that finds the owner sleeping
   std::atomic<std::uint32_t> sleeping;  // the owner is about to sleep, or sleeps, on the doorbell
   std::atomic<std::uint32_t> closed;    // the owner closed its transport in order
 };
 
-// What precedes each slot's payload.
+// What precedes each slot's payload. The slot is published when `sequence` reads the number
+// the receiver expects next (1 + how many slots the sender published before it), so a receiver
+// waits on the very line it reads next; a piece of at most inline_bytes travels in that line too.
 struct alignas(cache_line) slot_header {
+  std::atomic<std::uint64_t> sequence;
   std::uint64_t tag;
   std::uint64_t total;   // the whole message's bytes
   std::uint64_t offset;  // where this piece starts in it
   std::uint64_t bytes;   // this piece's bytes
+  std::byte inline_payload[cache_line - 5 * sizeof(std::uint64_t)];
 };
+inline constexpr std::size_t inline_bytes = sizeof(slot_header::inline_payload);
+static_assert(sizeof(slot_header) == cache_line);
 
 // Where things are in a region of a world of `ranks`, with `slots` slots of `slot_bytes` each.
 struct layout {
@@ -67,17 +75,16 @@ struct layout {
   std::size_t slot_bytes = 0;
 
   std::size_t slot_stride() const { return sizeof(slot_header) + slot_bytes; }
-  std::size_t fifo_bytes() const { return 2 * sizeof(shared_counter) + slots * slot_stride(); }
+  std::size_t fifo_bytes() const { return sizeof(shared_counter) + slots * slot_stride(); }
   std::size_t fifo_offset(int sender) const {
     return sizeof(control_block) + static_cast<std::size_t>(sender) * fifo_bytes();
   }
   std::size_t total() const { return sizeof(control_block) + ranks * fifo_bytes(); }
 };
 
-// One FIFO, seen from either end.
+// One FIFO, seen from either end. The sender counts what it published itself.
 struct fifo {
-  shared_counter* head = nullptr;  // raised by the sender
-  shared_counter* tail = nullptr;  // raised by the receiver
+  shared_counter* tail = nullptr;  // slots the receiver consumed, raised by it
   std::byte* slots = nullptr;
   std::size_t count = 0;
   std::size_t stride = 0;
@@ -85,17 +92,17 @@ struct fifo {
   slot_header* header(std::uint64_t sequence) const {
     return reinterpret_cast<slot_header*>(slots + (sequence % count) * stride);
   }
-  std::byte* payload(std::uint64_t sequence) const {
-    return slots + (sequence % count) * stride + sizeof(slot_header);
+  std::byte* payload(std::uint64_t sequence, std::size_t bytes) const {
+    return bytes <= inline_bytes ? header(sequence)->inline_payload
+                                 : slots + (sequence % count) * stride + sizeof(slot_header);
   }
 };
 
 inline fifo fifo_in(std::byte* region, const layout& shape, int sender) {
   std::byte* base = region + shape.fifo_offset(sender);
   fifo result;
-  result.head = reinterpret_cast<shared_counter*>(base);
-  result.tail = reinterpret_cast<shared_counter*>(base + sizeof(shared_counter));
-  result.slots = base + 2 * sizeof(shared_counter);
+  result.tail = reinterpret_cast<shared_counter*>(base);
+  result.slots = base + sizeof(shared_counter);
   result.count = shape.slots;
   result.stride = shape.slot_stride();
   return result;
@@ -184,13 +191,17 @@ inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, std
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout, nullptr, 0);
 }
 
-// Bumps `control`'s doorbell and wakes its owner if it sleeps.
+// Wakes `control`'s owner if it sleeps, or is about to, after a change it may wait for (made
+// with a seq_cst store): bumps its doorbell and wakes the futex. An owner that is not sleeping
+// costs one read of a line it rarely writes. No wake-up is lost: the owner raises `sleeping`,
+// then looks for changes once more before it sleeps (a seq_cst fence between); so either this
+// load sees `sleeping` raised, or the owner's look sees the change.
 inline void ring(control_block* control) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (control->sleeping.load(std::memory_order_seq_cst) == 0) return;
   control->doorbell.fetch_add(1, std::memory_order_seq_cst);
-  if (control->sleeping.load(std::memory_order_seq_cst) != 0) {
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&control->doorbell), FUTEX_WAKE, INT_MAX, nullptr,
-              nullptr, 0);
-  }
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&control->doorbell), FUTEX_WAKE, INT_MAX, nullptr,
+            nullptr, 0);
 }
 
 }  // namespace weft::shm::detail
