@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -120,6 +121,39 @@ TEMPLATE_TEST_CASE("shm: a reducing receive combines straight from the slots", "
       check_op(weft::band{}, "band");
       check_op(weft::bor{}, "bor");
       check_op(weft::bxor{}, "bxor");
+    }
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("shm: messages of every size around the protocol's thresholds, up to 64 MiB", "[shm]") {
+  // 4096-byte slots: pieces of up to 24 bytes travel in the slot's header line, larger ones in
+  // its payload; a message longer than a slot takes several, longer than the FIFO waits for room.
+  const std::size_t slot = 4096, line = weft::shm::detail::inline_bytes;
+  std::vector<std::size_t> sizes = {0, 1, line - 1, line, line + 1, 63, 64, 65, slot - 1, slot, slot + 1,
+                                    4 * slot - 1, 4 * slot, 4 * slot + 1, 3 * slot + line, 3 * slot + line + 1};
+  if (std::getenv("WEFT_TEST_QUICK") == nullptr) sizes.push_back(std::size_t{64} << 20);  // not under the sanitizers
+  failures sink;
+  run_world(2, small_slots(slot, 4), sink, [&](shm_comm& comm) {
+    auto& transport = comm.underlying_transport();
+    const int peer = 1 - comm.rank();
+    for (std::size_t index = 0; index < sizes.size(); ++index) {
+      const std::size_t bytes = sizes[index];
+      std::vector<std::byte> out(bytes), in(bytes, std::byte{0xee});
+      for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>((i * 131 + bytes + comm.rank()) & 0xff);
+      auto received = transport.recv(peer, std::span(in), index);
+      auto sent = transport.send(peer, std::span<const std::byte>(out), index);
+      if (!wait_for(transport, sent) || !wait_for(transport, received)) {
+        sink.add("a message of " + std::to_string(bytes) + " bytes did not complete");
+        return;
+      }
+      for (std::size_t i = 0; i < bytes; ++i) {
+        if (in[i] != static_cast<std::byte>((i * 131 + bytes + peer) & 0xff)) {
+          sink.add("a message of " + std::to_string(bytes) + " bytes differs at byte " + std::to_string(i));
+          break;
+        }
+      }
     }
   });
   INFO(sink.summary());
