@@ -73,10 +73,13 @@ inline bool engine::push(int peer) {
   auto& state = peers_[static_cast<std::size_t>(peer)];
   if (state.sends.empty() || state.region == nullptr) return false;
   const fifo out = fifo_in(state.region, shape_, rank_);
-  if (state.published - state.consumed >= out.count)  // full, as last seen: look again
-    state.consumed = out.tail->value.load(std::memory_order_acquire);
+  // Room for one more slot; the peer's tail is read only when the FIFO is full as last seen.
+  const auto room = [&] {
+    if (state.published - state.consumed >= out.count) state.consumed = out.tail->value.load(std::memory_order_acquire);
+    return state.published - state.consumed < out.count;
+  };
   bool any = false;
-  while (!state.sends.empty() && state.published - state.consumed < out.count) {
+  while (!state.sends.empty() && room()) {
     operation* op = state.sends.front();
     const std::size_t bytes = std::min(shape_.slot_bytes, op->size - op->moved);
     slot_header* piece = out.header(state.published);
@@ -96,8 +99,6 @@ inline bool engine::push(int peer) {
       state.sends.pop_front();
       complete(op);
     }
-    if (state.published - state.consumed >= out.count)
-      state.consumed = out.tail->value.load(std::memory_order_acquire);
   }
   if (any && peer != rank_) ring(control_of(state.region));
   return any;

@@ -13,9 +13,8 @@
 //
 // So every FIFO lives in its receiver's memory: a sender writes a slot and publishes it by
 // setting its sequence number last; the receiver reads it and frees it by raising tail. Sequence
-// numbers and tail only grow, and no
-// lock is ever held: a rank that dies mid-write has published nothing, and a survivor's later
-// calls never see its half-written slot.
+// numbers and tail only grow, and no lock is ever held: a rank that dies mid-write has published
+// nothing, and a survivor's later calls never see its half-written slot.
 #pragma once
 
 #include "weft/error.hpp"
@@ -191,8 +190,9 @@ inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, std
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout, nullptr, 0);
 }
 
-// Wakes `control`'s owner if it sleeps, or is about to, after a change it may wait for (made
-// with a seq_cst store): bumps its doorbell and wakes the futex. An owner that is not sleeping
+// Wakes `control`'s owner if it sleeps, or is about to, after a change it may wait for (a
+// store of a sequence number or tail, ordered before the flag's load by the fence below): bumps
+// its doorbell and wakes the futex. An owner that is not sleeping
 // costs one read of a line it rarely writes. No wake-up is lost: the owner raises `sleeping`,
 // then looks for changes once more before it sleeps (a seq_cst fence between); so either this
 // load sees `sleeping` raised, or the owner's look sees the change.
