@@ -239,7 +239,7 @@ inline void engine::forget_region_of(bootstrap::store& meeting, int lost) {
     const auto name_end = value->find('|', bar + 1);
     if (bar == std::string::npos || name_end == std::string::npos) return;
     const pid_t pid = watchable_pid(value->substr(name_end + 1), process_identity());
-    if (pid <= 0 || pid == ::getpid() || !process_ended(pid)) return;
+    if (pid <= 0 || pid == ::getpid() || !process_ended(pid, std::chrono::seconds(2))) return;
     retire_shm_region(from_hex(std::string_view(*value).substr(bar + 1, name_end - bar - 1)), pid);
   } catch (const error&) {  // the store is gone too: nothing to read the address from
   }

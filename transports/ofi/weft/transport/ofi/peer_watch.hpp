@@ -69,18 +69,24 @@ inline pid_t watchable_pid(const std::string& identity, const std::string& own) 
 }
 
 // Whether process `pid` (on this host) has exited, reaped by its parent or not yet (a zombie
-// still answers kill(2), its pidfd does not).
-inline bool process_ended(pid_t pid) {
+// still answers kill(2), its pidfd does not), waiting up to `patience` for it: a process closes
+// its descriptors (so its peers hear it went) a moment before it has ended.
+inline bool process_ended(pid_t pid, std::chrono::milliseconds patience = std::chrono::milliseconds(0)) {
 #ifdef SYS_pidfd_open
   const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (fd >= 0) {
     pollfd exited{fd, POLLIN, 0};
-    const bool ended = ::poll(&exited, 1, 0) == 1;
+    const bool ended = ::poll(&exited, 1, static_cast<int>(patience.count())) == 1;
     ::close(fd);
     return ended;
   }
 #endif
-  return ::kill(pid, 0) != 0 && errno == ESRCH;
+  const auto until = std::chrono::steady_clock::now() + patience;
+  while (!(::kill(pid, 0) != 0 && errno == ESRCH)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
 }
 
 // Calls into the provider, counted by the one thread that makes them: the count steps on entering
