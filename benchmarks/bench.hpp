@@ -250,20 +250,22 @@ inline int broadcast_value(int root, std::size_t i) { return static_cast<int>((s
 
 // The buffers of one call with inputs whose results are known; any library's call can run on
 // them (weft-bench and the comparison programs in compare/ share it).
-template <class T, class Op>
+template <class T, class Op, class Allocator = std::allocator<T>>
 struct workload {
+  using vector = std::vector<T, Allocator>;
   std::string collective;
   std::size_t count = 0;  // the table's count column
   bool in_place = false;
   int p = 1, r = 0, root = -1;
   Op op{};
   std::size_t block = 0;  // elements per rank's block (blocked collectives), else count
-  std::vector<T> in, out;
+  vector in, out;
 
-  workload(std::string name, std::size_t elements, bool same_buffer, int ranks, int rank, int at, Op reduction = {})
+  workload(std::string name, std::size_t elements, bool same_buffer, int ranks, int rank, int at, Op reduction = {},
+           const Allocator& storage = Allocator())
       : collective(std::move(name)), count(elements), in_place(same_buffer), p(ranks), r(rank),
         root(rooted(collective) ? at : -1), op(reduction),
-        block(blocked(collective) ? elements / static_cast<std::size_t>(ranks) : elements) {
+        block(blocked(collective) ? elements / static_cast<std::size_t>(ranks) : elements), in(storage), out(storage) {
     fill();
   }
 
@@ -276,7 +278,7 @@ struct workload {
   }
 
   // The buffer the call leaves its result in on this rank.
-  std::vector<T>& result() { return (in_place && collective != "allgather") || collective == "broadcast" ? in : out; }
+  vector& result() { return (in_place && collective != "allgather") || collective == "broadcast" ? in : out; }
 
   void fill() {
     if (collective == "allreduce" || collective == "reduce") {
@@ -390,8 +392,8 @@ struct skipped {
 };
 
 // The weft call a workload describes, on every rank.
-template <class Comm, class T, class Op>
-void call_weft(Comm& comm, workload<T, Op>& work) {
+template <class Comm, class T, class Op, class Allocator>
+void call_weft(Comm& comm, workload<T, Op, Allocator>& work) {
   const int p = comm.size();
   const int r = comm.rank();
   const int root = work.root;
@@ -423,11 +425,26 @@ void call_weft(Comm& comm, workload<T, Op>& work) {
   }
 }
 
+template <class Storage, class Memory>
+Storage storage_for(Memory& memory) {
+  if constexpr (std::is_same_v<Storage, weft::allocator<typename Storage::value_type, Memory>>) {
+    return Storage(memory);
+  } else {
+    return Storage();
+  }
+}
+
 // One weft call, one size, one form, on every rank.
 template <class T, class Op, class Comm>
 measurement measure(Comm& comm, const std::string& collective, std::size_t count, bool in_place,
                     const settings& options, Op op) {
-  workload<T, Op> work(collective, count, in_place, comm.size(), comm.rank(), options.root, op);
+  // Buffers from the transport's memory space where the CPU may fill them (the shm transport
+  // lends sends from its pool), as a user who allocates through comm.memory() has them.
+  using memory_type = typename Comm::memory_type;
+  using storage = std::conditional_t<std::is_base_of_v<weft::host_memory, memory_type>,
+                                     weft::allocator<T, memory_type>, std::allocator<T>>;
+  workload<T, Op, storage> work(collective, count, in_place, comm.size(), comm.rank(), options.root, op,
+                                storage_for<storage>(comm.memory()));
   auto once = [&] { call_weft(comm, work); };
   auto slowest = [&](double seconds) {
     double result = 0;

@@ -5,6 +5,7 @@
 #include "weft/call.hpp"
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
+#include "weft/buffer.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/ops.hpp"

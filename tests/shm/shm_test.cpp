@@ -9,6 +9,7 @@
 #include "../transport_conformance.hpp"
 
 #include <weft/bootstrap/file_store.hpp>
+#include <weft/buffer.hpp>
 #include <weft/transport/shm.hpp>
 
 #include <catch2/catch.hpp>
@@ -38,8 +39,12 @@ weft::shm::config small_slots(std::size_t slot_bytes = 4096, std::size_t slots =
   settings.secret = "test";
   settings.slot_bytes = slot_bytes;
   settings.slots = slots;
+  settings.pool_bytes = std::size_t{256} << 20;
   return settings;
 }
+
+template <class T>
+using pool_buffer = weft::buffer<T, weft::shm::pool_memory>;
 
 void run_world(int p, const weft::shm::config& settings, failures& sink, const std::function<void(shm_comm&)>& fn) {
   meeting_place place("shm");
@@ -84,13 +89,15 @@ TEST_CASE("shm: the collective slice on 1-5 ranks, around the slot size", "[shm]
   }
 }
 
-TEMPLATE_TEST_CASE("shm: a reducing receive combines straight from the slots", "[shm]", std::int8_t, std::uint8_t,
+TEMPLATE_TEST_CASE("shm: a reducing receive combines straight from the slots, and from the sender's pool", "[shm]", std::int8_t, std::uint8_t,
                    std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float, double, weft::half,
                    weft::bfloat16) {
   using T = TestType;
   failures sink;
   // 64-byte slots: a message of 1000 elements crosses many; 2 slots: the sender waits for room.
-  run_world(2, small_slots(64, 2), sink, [&](shm_comm& comm) {
+  auto settings = small_slots(64, 2);
+  settings.lend_bytes = 64;
+  run_world(2, settings, sink, [&](shm_comm& comm) {
     auto& transport = comm.underlying_transport();
     auto check_op = [&](auto op, const char* name) {
       constexpr std::size_t count = 1000;
@@ -99,19 +106,24 @@ TEMPLATE_TEST_CASE("shm: a reducing receive combines straight from the slots", "
         mine[i] = from_int<T>(small_value(1, i));
         theirs[i] = from_int<T>(factor_value(0, i));
       }
-      if (comm.rank() == 0) {
+      if (comm.rank() == 0) {  // from the heap through the slots, then lent from the pool
+        pool_buffer<T> lent(comm.memory(), count);
+        std::copy(theirs.begin(), theirs.end(), lent.data());
         auto send = transport.send(1, std::as_bytes(std::span(theirs)), 77);
-        if (!wait_for(transport, send)) sink.add(std::string(name) + ": send timed out");
+        auto lend = transport.send(1, std::as_bytes(lent.span()), 78);
+        if (!wait_for(transport, send) || !wait_for(transport, lend)) sink.add(std::string(name) + ": send timed out");
         return;
       }
       weft::host_memory host;
       host.combine(std::span<T>(expected), std::span<const T>(mine), std::span<const T>(theirs), op);
       weft::detail::reducer combine(transport.memory(), op, std::type_identity<T>{});
-      auto receive = transport.recv_reduce(0, std::as_writable_bytes(std::span(target)),
-                                           std::as_bytes(std::span(mine)), 77, combine);
-      if (!wait_for(transport, receive)) sink.add(std::string(name) + ": receive timed out");
-      if (std::memcmp(target.data(), expected.data(), count * sizeof(T)) != 0)
-        sink.add(std::string(name) + ": target != combine(own, incoming)");
+      for (const weft::tag_t tag : {77, 78}) {
+        auto receive = transport.recv_reduce(0, std::as_writable_bytes(std::span(target)),
+                                             std::as_bytes(std::span(mine)), tag, combine);
+        if (!wait_for(transport, receive)) sink.add(std::string(name) + ": receive timed out");
+        if (std::memcmp(target.data(), expected.data(), count * sizeof(T)) != 0)
+          sink.add(std::string(name) + (tag == 77 ? ": from the slots" : ": lent") + ", target != combine(own, incoming)");
+      }
     };
     check_op(weft::sum{}, "sum");
     check_op(weft::prod{}, "prod");
@@ -237,5 +249,177 @@ TEST_CASE("shm: settings from the environment, and ranks that disagree on them",
     said = failure.what();
   }
   other.join();
-  CHECK_THAT(said, Catch::Contains("WEFT_SHM_SLOTS and WEFT_SHM_SLOT_BYTES must be the same"));
+  CHECK_THAT(said, Catch::Contains("WEFT_SHM_SLOTS, WEFT_SHM_SLOT_BYTES and WEFT_SHM_POOL_BYTES must be the same"));
+}
+
+TEST_CASE("shm: the pool hands out 64-byte aligned memory, merges what comes back, then falls back", "[shm]") {
+  auto settings = small_slots();
+  settings.pool_bytes = 64 << 10;
+  weft::shm::transport transport(0, 1, nullptr, settings);
+  auto& memory = transport.memory();
+  std::byte* a = memory.allocate(20000);
+  std::byte* b = memory.allocate(20000);
+  std::byte* c = memory.allocate(20000);
+  std::byte* beyond = memory.allocate(20000);  // 60032 of 65536 bytes taken: not in the pool
+  CHECK(memory.in_pool(a, 20000));
+  CHECK(memory.in_pool(b, 20000));
+  CHECK(memory.in_pool(c, 20000));
+  CHECK(reinterpret_cast<std::uintptr_t>(b) % 64 == 0);
+  CHECK_FALSE(memory.in_pool(beyond, 20000));
+  CHECK_FALSE(memory.in_pool(c, 65536));
+  memory.deallocate(a, 20000);
+  memory.deallocate(b, 20000);
+  std::byte* merged = memory.allocate(40000);  // a's and b's runs, merged
+  CHECK(merged == a);
+  memory.deallocate(merged, 40000);
+  memory.deallocate(c, 20000);
+  memory.deallocate(beyond, 20000);
+  std::byte* whole = memory.allocate(65536);  // everything merged back into one run
+  CHECK(memory.in_pool(whole, 65536));
+  memory.deallocate(whole, 65536);
+}
+
+TEST_CASE("shm: messages lent from the pool, around the lend threshold, copied and combined", "[shm]") {
+  // 64 KiB slots x 16: a message of up to 1 MiB from elsewhere is copied into the FIFO at once.
+  auto settings = small_slots(64 << 10, 16);
+  settings.lend_bytes = 8192;
+  std::vector<std::size_t> sizes = {8191, 8192, 8193, 100000, std::size_t{3} << 20};
+  if (std::getenv("WEFT_TEST_QUICK") == nullptr) sizes.push_back(std::size_t{64} << 20);
+  failures sink;
+  run_world(2, settings, sink, [&](shm_comm& comm) {
+    auto& transport = comm.underlying_transport();
+    const int peer = 1 - comm.rank();
+    for (std::size_t index = 0; index < sizes.size(); ++index) {
+      const std::size_t count = sizes[index] / sizeof(std::int32_t) * sizeof(std::int32_t) == sizes[index]
+                                    ? sizes[index] / sizeof(std::int32_t) : sizes[index] / sizeof(std::int32_t) + 1;
+      pool_buffer<std::int32_t> out(comm.memory(), count), own(comm.memory(), count), in(comm.memory(), count);
+      std::vector<std::int32_t> heap(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        out[i] = static_cast<std::int32_t>(i * 7 + index + 1000 * comm.rank());
+        own[i] = static_cast<std::int32_t>(i);
+      }
+      const auto expected = [&](std::size_t i) { return static_cast<std::int32_t>(i * 7 + index + 1000 * peer); };
+      // Copied into a heap buffer, then combined into pool memory: both read straight from the pool.
+      auto received = transport.recv(peer, std::as_writable_bytes(std::span(heap)), 2 * index);
+      auto sent = transport.send(peer, std::as_bytes(out.span()), 2 * index);
+      if (!wait_for(transport, sent) || !wait_for(transport, received)) {
+        sink.add(std::to_string(count) + " ints did not arrive");
+        return;
+      }
+      weft::detail::reducer add(comm.memory(), weft::sum{}, std::type_identity<std::int32_t>{});
+      auto combined = transport.recv_reduce(peer, std::as_writable_bytes(in.span()), std::as_bytes(own.span()),
+                                            2 * index + 1, add);
+      auto again = transport.send(peer, std::as_bytes(out.span()), 2 * index + 1);
+      if (!wait_for(transport, again) || !wait_for(transport, combined)) {
+        sink.add(std::to_string(count) + " ints were not combined");
+        return;
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        if (heap[i] != expected(i) || in[i] != expected(i) + static_cast<std::int32_t>(i)) {
+          sink.add(std::to_string(count) + " ints differ at " + std::to_string(i));
+          break;
+        }
+      }
+    }
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("shm: a lent send holds its buffer until it is read; withdrawn, the receive fails", "[shm]") {
+  auto settings = small_slots(64 << 10, 16);
+  settings.lend_bytes = 8192;
+  failures sink;
+  std::atomic<int> stage{0};
+  run_world(2, settings, sink, [&](shm_comm& comm) {
+    auto& transport = comm.underlying_transport();
+    const std::size_t count = 65536;  // 256 KiB: copied, it would be in the FIFO at once
+    if (comm.rank() == 0) {
+      pool_buffer<int> lent(comm.memory(), count);
+      std::vector<int> copied(count, 5);
+      for (std::size_t i = 0; i < count; ++i) lent[i] = static_cast<int>(i);
+      auto heap_send = transport.send(1, std::as_bytes(std::span(copied)), 1);
+      if (!wait_for(transport, heap_send)) sink.add("a 256 KiB send from the heap did not complete unread");
+      {
+        auto pool_send = transport.send(1, std::as_bytes(lent.span()), 2);
+        std::this_thread::sleep_for(50ms);
+        if (transport.test(pool_send)) sink.add("a lent send completed before its receive was posted");
+      }  // dropped unread: withdrawn
+      stage = 1;
+      auto kept = transport.send(1, std::as_bytes(lent.span()), 3);
+      if (!wait_for(transport, kept)) sink.add("a lent send after a withdrawn one did not complete");
+      return;
+    }
+    while (stage.load() == 0) std::this_thread::sleep_for(1ms);
+    std::vector<int> first(count), second(count), third(count);
+    auto r1 = transport.recv(0, std::as_writable_bytes(std::span(first)), 1);
+    if (!wait_for(transport, r1) || first != std::vector<int>(count, 5)) sink.add("the copied message");
+    auto r2 = transport.recv(0, std::as_writable_bytes(std::span(second)), 2);
+    try {
+      wait_for(transport, r2);
+      sink.add("a withdrawn message was delivered");
+    } catch (const weft::error& failure) {
+      if (failure.code() != weft::errc::peer_lost || std::string(failure.what()).find("withdrew") == std::string::npos)
+        sink.add(std::string("a withdrawn message: ") + failure.what());
+    }
+    auto r3 = transport.recv(0, std::as_writable_bytes(std::span(third)), 3);
+    if (!wait_for(transport, r3) || third[count - 1] != static_cast<int>(count - 1)) sink.add("the lent message after it");
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("shm: collectives on buffers from the pool, 2-4 ranks, around the lend threshold", "[shm]") {
+  auto settings = small_slots(4096, 4);
+  settings.lend_bytes = 4096;
+  for (int p = 2; p <= 4; ++p) {
+    failures sink;
+    run_world(p, settings, sink, [&](shm_comm& comm) {
+      for (const std::size_t count : {std::size_t{1000}, std::size_t{1024}, std::size_t{1025}, std::size_t{40000}}) {
+        const int rank = comm.rank();
+        const auto value = [&](int r, std::size_t i) { return static_cast<std::int32_t>((i % 1000) + 3 * r); };
+        std::int32_t sum_of_ranks = 0;
+        for (int r = 0; r < p; ++r) sum_of_ranks += 3 * r;
+        const auto check_sum = [&](const char* what, std::span<const std::int32_t> got) {
+          for (std::size_t i = 0; i < got.size(); ++i) {
+            if (got[i] != static_cast<std::int32_t>(p * (i % 1000)) + sum_of_ranks) {
+              sink.add(std::string(what) + ", " + std::to_string(count) + " ints, rank " + std::to_string(rank) +
+                       ": element " + std::to_string(i));
+              return;
+            }
+          }
+        };
+        for_each_algorithm<weft::ring, weft::recursive_halving, weft::recursive_doubling, weft::direct,
+                           weft::double_binary_tree>([&](auto algorithm) {
+          using A = typename decltype(algorithm)::type;
+          pool_buffer<std::int32_t> data(comm.memory(), count), out(comm.memory(), count);
+          for (std::size_t i = 0; i < count; ++i) data[i] = value(rank, i);
+          weft::allreduce(comm, std::span<const std::int32_t>(data.span()), out.span(), weft::sum{}, A{});
+          check_sum(A::name.data(), out.span());
+          weft::allreduce(comm, data.span(), weft::sum{}, A{});
+          check_sum(A::name.data(), data.span());
+        });
+        pool_buffer<std::int32_t> gathered(comm.memory(), count * p), mine(comm.memory(), count);
+        for (std::size_t i = 0; i < count; ++i) mine[i] = value(rank, i);
+        weft::allgather(comm, std::span<const std::int32_t>(mine.span()), gathered.span());
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < count; ++i)
+            if (gathered[r * count + i] != value(r, i)) {
+              sink.add("allgather, " + std::to_string(count) + " ints: block " + std::to_string(r));
+              r = p;
+              break;
+            }
+        pool_buffer<std::int32_t> shipped(comm.memory(), count);
+        for (std::size_t i = 0; i < count; ++i) shipped[i] = rank == p - 1 ? value(p - 1, i) : -1;
+        weft::broadcast(comm, shipped.span(), p - 1);
+        for (std::size_t i = 0; i < count; ++i)
+          if (shipped[i] != value(p - 1, i)) {
+            sink.add("broadcast, " + std::to_string(count) + " ints, rank " + std::to_string(rank));
+            break;
+          }
+      }
+    });
+    INFO(p << " ranks: " << sink.summary());
+    CHECK(sink.empty());
+  }
 }

@@ -41,7 +41,8 @@ class transport {
 
   int rank() const { return engine_->rank(); }
   int size() const { return engine_->size(); }
-  host_memory& memory() { return engine_->memory(); }
+  // Host memory from this rank's pool, which its peers map (shm/pool.hpp): sends of it are lent.
+  pool_memory& memory() { return engine_->memory(); }
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
     return {engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace weft::shm {
@@ -18,9 +19,11 @@ struct config {
   std::size_t slot_bytes = std::size_t{64} << 10;  // payload of one slot
   std::size_t slots = 16;                          // slots per pair and direction
   std::chrono::microseconds spin{20000};           // how long a wait polls before it sleeps
+  std::size_t pool_bytes = std::size_t{1} << 30;   // the pool peers map (0: none); untouched pages cost nothing
+  std::size_t lend_bytes = std::size_t{64} << 10;  // a send from the pool this large is lent, not copied
 
-  // WEFT_TIMEOUT_MS; WEFT_SHM_SLOT_BYTES; WEFT_SHM_SLOTS; WEFT_SHM_SPIN_US (docs/tuning.md); a
-  // value that cannot be read is refused.
+  // WEFT_TIMEOUT_MS; WEFT_SHM_SLOT_BYTES; WEFT_SHM_SLOTS; WEFT_SHM_SPIN_US; WEFT_SHM_POOL_BYTES;
+  // WEFT_SHM_LEND_BYTES (docs/tuning.md); a value that cannot be read is refused.
   static config from_environment() {
     namespace env = weft::detail::env;
     config result;
@@ -34,6 +37,12 @@ struct config {
       result.slots = static_cast<std::size_t>(*value);
     }
     if (const auto value = env::microseconds("WEFT_SHM_SPIN_US")) result.spin = *value;
+    if (const auto value = env::bytes("WEFT_SHM_POOL_BYTES", std::uint64_t{1} << 40)) {
+      result.pool_bytes = static_cast<std::size_t>(*value);
+    }
+    if (const auto value = env::bytes("WEFT_SHM_LEND_BYTES", std::uint64_t{1} << 40)) {
+      result.lend_bytes = static_cast<std::size_t>(*value);
+    }
     return result;
   }
 

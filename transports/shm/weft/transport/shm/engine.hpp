@@ -7,7 +7,11 @@
 // complete once its last piece is published: its buffer is the caller's again. The receiver
 // copies each piece into the matched receive, or combines it straight from the slot into the
 // target of a reducing receive (recv_reduce); a piece that arrives before its receive is posted
-// is kept aside. Progress is made by whichever call waits or tests: it polls, then sleeps on the
+// is kept aside. A send of at least lend_bytes from this rank's pool (shm/pool.hpp) is lent
+// instead: one slot says where it is, the receiver copies or combines it straight from the pool,
+// and the send completes when the receiver gives it back. A lent send dropped before that is
+// withdrawn: the receiver, which checks after reading, fails its receive rather than keep bytes
+// the caller may have changed. Progress is made by whichever call waits or tests: it polls, then sleeps on the
 // rank's doorbell (a futex in its region) that every peer rings after it publishes or frees a
 // slot, so more ranks than cores still progress and no thread is needed.
 #pragma once
@@ -22,6 +26,7 @@
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/shm/config.hpp"
+#include "weft/transport/shm/pool.hpp"
 #include "weft/transport/shm/region.hpp"
 #include "weft/transport/shm/wiring.hpp"
 
@@ -51,6 +56,7 @@ struct operation {
   const weft::detail::reducer* combine = nullptr;      // recv_reduce: how to combine
   std::vector<std::byte> kept;  // a send dropped part-way: the bytes it had yet to publish
   std::size_t kept_from = 0;    // where `kept` starts in the message
+  std::uint64_t loan = 0;       // a send lent by reference: the loan's number (0: copied)
   bool matched = false;         // a receive its incoming message was matched to
   bool orphan = false;          // its request is gone: released once the fabric is done with it
   status state = status::idle;
@@ -65,6 +71,7 @@ struct early_message {
   std::size_t received = 0;
   std::vector<std::byte> data;
   operation* claimed = nullptr;  // a receive posted while the rest was still arriving
+  bool withdrawn = false;        // lent, and withdrawn by its sender while it was read
 };
 
 // What this rank keeps per peer.
@@ -74,6 +81,7 @@ struct peer_state {
   std::deque<operation*> sends;       // in order; the front one is streaming
   std::uint64_t published = 0;        // slots this rank published in its FIFO at the peer
   std::uint64_t consumed = 0;         // of them, how many the peer had consumed when last seen
+  std::uint64_t loans = 0;            // messages this rank lent the peer
   std::deque<operation*> receives;    // posted, not yet matched, in order
   std::list<early_message> early;     // arrived before their receive, in order
   operation* incoming = nullptr;      // the receive the message now arriving goes to
@@ -95,7 +103,7 @@ class engine : public weft::detail::retiring<engine> {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  host_memory& memory() { return memory_; }
+  pool_memory& memory() { return memory_; }
   const config& settings() const { return settings_; }
   // How many peers' processes this rank watches through a pidfd.
   int watched() const;
@@ -157,6 +165,8 @@ class engine : public weft::detail::retiring<engine> {
   bool push(int peer);
   bool drain(int peer);
   void take_piece(int peer, const slot_header& piece, const std::byte* payload);
+  void take_loan(int peer, const slot_header& piece);
+  operation* match(int peer, tag_t tag, std::size_t total);
   void withdraw(operation* op);
   void deliver_early(operation* op, early_message& message);
   void watch_peers();
@@ -175,15 +185,17 @@ class engine : public weft::detail::retiring<engine> {
     op->kept.shrink_to_fit();
     op->orphan = false;
     op->matched = false;
+    op->loan = 0;
     pool_.release(op);
   }
 
   int rank_;
   int size_;
   config settings_;
-  host_memory memory_;
   layout shape_;
   mapping own_;                      // this rank's region
+  std::unique_ptr<pool> buffers_;    // its pool's allocations
+  pool_memory memory_;
   std::vector<peer_state> peers_;    // by rank, this rank's own included
   weft::detail::operation_pool<operation> pool_;
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's notice, through the store

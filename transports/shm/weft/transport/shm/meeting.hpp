@@ -43,8 +43,11 @@ inline engine::engine(int rank, int size, bootstrap::store* meeting, const confi
   CPU_ZERO(&usable);
   const int cores = ::sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable) : 1;
   spin_ = size > cores ? std::min(settings_.spin, crowded_spin) : settings_.spin;
-  shape_ = {static_cast<std::size_t>(size), settings_.slots, settings_.slot_bytes};
+  shape_ = {static_cast<std::size_t>(size), settings_.slots, settings_.slot_bytes,
+            settings_.pool_bytes / page_bytes * page_bytes};
   own_ = create_region(shape_.total());
+  buffers_ = std::make_unique<pool>(own_.base() + shape_.pool_offset(), shape_.pool_bytes);
+  memory_ = pool_memory(buffers_.get());
   peers_.resize(static_cast<std::size_t>(size));
   peers_[static_cast<std::size_t>(rank)].region = own_.base();
   if (size == 1) return;
@@ -68,7 +71,8 @@ inline void engine::meet(bootstrap::store& meeting) {
     const std::string identity = host_identity();
     const std::string here = host_name();
     meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" +
-                                                 std::to_string(shape_.slots) + "|" + std::to_string(shape_.slot_bytes));
+                                                 std::to_string(shape_.slots) + "|" + std::to_string(shape_.slot_bytes) +
+                                                 "|" + std::to_string(shape_.pool_bytes));
     std::string missing;
     bool store_gone = false;
     for (int peer = 0; peer < size_; ++peer) {
@@ -91,19 +95,20 @@ inline void engine::meet(bootstrap::store& meeting) {
       for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
         field.push_back(value->substr(start, bar - start));
       field.push_back(value->substr(start));
-      if (field.size() != 5) throw error(errc::transport, "shm transport: rank " + std::to_string(peer) + " published '" + *value + "'");
+      if (field.size() != 6) throw error(errc::transport, "shm transport: rank " + std::to_string(peer) + " published '" + *value + "'");
       if (field[0] != identity) {
         throw error(errc::invalid_argument,
                     "shm transport: " + who() + " runs on host " + here + " and rank " + std::to_string(peer) +
                         " on host " + field[1] + " (or in another network namespace): the shm transport joins "
                         "the ranks of one host; between hosts use the tcp or ofi transport");
       }
-      if (field[3] != std::to_string(shape_.slots) || field[4] != std::to_string(shape_.slot_bytes)) {
+      if (field[3] != std::to_string(shape_.slots) || field[4] != std::to_string(shape_.slot_bytes) ||
+          field[5] != std::to_string(shape_.pool_bytes)) {
         throw error(errc::invalid_argument,
                     "shm transport: rank " + std::to_string(peer) + " has " + field[3] + " slots of " + field[4] +
-                        " bytes, " + who() + " " + std::to_string(shape_.slots) + " of " +
-                        std::to_string(shape_.slot_bytes) + ": WEFT_SHM_SLOTS and WEFT_SHM_SLOT_BYTES must be the "
-                        "same on every rank");
+                        " bytes and a pool of " + field[5] + " bytes, " + who() + " " + std::to_string(shape_.slots) +
+                        " of " + std::to_string(shape_.slot_bytes) + " and " + std::to_string(shape_.pool_bytes) +
+                        ": WEFT_SHM_SLOTS, WEFT_SHM_SLOT_BYTES and WEFT_SHM_POOL_BYTES must be the same on every rank");
       }
       auto link = fetch_region(field[2], settings_.secret, peer, deadline);
       if (link.region.bytes() != shape_.total()) {
@@ -158,7 +163,7 @@ inline void engine::close() {
     state.link.region.reset();
     state.region = nullptr;
   }
-  own_.reset();
+  // Its own region stays mapped until the engine goes: buffers from its pool are the caller's.
 }
 
 }  // namespace weft::shm::detail

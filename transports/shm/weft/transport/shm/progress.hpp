@@ -30,6 +30,7 @@ inline operation* engine::post(bool is_send, int peer, std::byte* data, std::siz
   op->combine = combine;
   op->matched = false;
   op->orphan = false;
+  op->loan = 0;
   op->state = status::posted;
   op->code = errc::transport;
   op->failure.clear();
@@ -68,23 +69,43 @@ inline bool engine::progress() {
   return any;
 }
 
-// Publishes pieces of the sends to `peer`, in order, while its FIFO from this rank has room.
+// Publishes pieces of the sends to `peer`, in order, while its FIFO from this rank has room; a
+// send from the pool is lent in one slot, and holds the pair until the peer gives it back.
 inline bool engine::push(int peer) {
   auto& state = peers_[static_cast<std::size_t>(peer)];
   if (state.sends.empty() || state.region == nullptr) return false;
+  bool any = false;
+  if (const std::uint64_t lent = state.sends.front()->loan; lent != 0) {
+    if (lent_to(own_.base(), shape_, peer)->given_back.load(std::memory_order_acquire) < lent) return false;
+    operation* op = state.sends.front();
+    state.sends.pop_front();
+    complete(op);
+    any = true;
+  }
   const fifo out = fifo_in(state.region, shape_, rank_);
   // Room for one more slot; the peer's tail is read only when the FIFO is full as last seen.
   const auto room = [&] {
     if (state.published - state.consumed >= out.count) state.consumed = out.tail->value.load(std::memory_order_acquire);
     return state.published - state.consumed < out.count;
   };
-  bool any = false;
   while (!state.sends.empty() && room()) {
     operation* op = state.sends.front();
-    const std::size_t bytes = std::min(shape_.slot_bytes, op->size - op->moved);
     slot_header* piece = out.header(state.published);
     piece->tag = op->tag;
     piece->total = op->size;
+    if (op->moved == 0 && op->size >= settings_.lend_bytes && op->size > inline_bytes && op->kept.empty() &&
+        memory_.in_pool(op->data, op->size)) {
+      const loan lent{buffers_->offset_of(op->data), ++state.loans};
+      piece->offset = lent_piece;
+      piece->bytes = op->size;
+      std::memcpy(piece->inline_payload, &lent, sizeof lent);
+      op->loan = lent.number;
+      op->moved = op->size;
+      piece->sequence.store(++state.published, std::memory_order_release);
+      any = true;
+      break;  // the next send to this peer waits until this one is given back
+    }
+    const std::size_t bytes = std::min(shape_.slot_bytes, op->size - op->moved);
     piece->offset = op->moved;
     piece->bytes = bytes;
     if (bytes != 0) {
@@ -119,25 +140,86 @@ inline bool engine::drain(int peer) {
   return any;
 }
 
+// The first receive posted for `tag` from `peer`, taken out of the queue (a receive of the
+// wrong size fails); nullptr when none is posted, or it failed.
+inline operation* engine::match(int peer, tag_t tag, std::size_t total) {
+  auto& state = peers_[static_cast<std::size_t>(peer)];
+  const auto found = std::find_if(state.receives.begin(), state.receives.end(),
+                                  [&](const operation* op) { return op->tag == tag; });
+  if (found == state.receives.end()) return nullptr;
+  operation* op = *found;
+  state.receives.erase(found);
+  op->matched = true;
+  if (op->size == total) return op;
+  fail(op, errc::mismatch,
+       who() + " expected " + std::to_string(op->size) + " bytes from rank " + std::to_string(peer) +
+           " but the message has " + std::to_string(total) + " bytes (tag " + std::to_string(tag) + ")");
+  return nullptr;
+}
+
+// A lent message: copied, or combined, straight from the sender's pool; then given back. The
+// sender may have withdrawn it while it was read (its call failed, and the buffer is its
+// caller's again): looked at after reading (the fence orders the reads before the look), a
+// withdrawal fails the receive instead of delivering bytes that may have changed.
+inline void engine::take_loan(int peer, const slot_header& piece) {
+  auto& state = peers_[static_cast<std::size_t>(peer)];
+  loan lent{};
+  std::memcpy(&lent, piece.inline_payload, sizeof lent);
+  const std::size_t bytes = piece.bytes;
+  const std::byte* source = state.region + shape_.pool_offset() + lent.pool_offset;
+  const bool inside = lent.pool_offset <= shape_.pool_bytes && bytes <= shape_.pool_bytes - lent.pool_offset;
+  const bool posted = std::any_of(state.receives.begin(), state.receives.end(),
+                                  [&](const operation* op) { return op->tag == piece.tag; });
+  operation* op = match(peer, piece.tag, bytes);
+  std::list<early_message>::iterator kept = state.early.end();
+  if (op != nullptr && inside) {
+    if (op->combine != nullptr) {
+      (*op->combine)({op->data, bytes}, {op->own, bytes}, {source, bytes});
+    } else {
+      std::memcpy(op->data, source, bytes);
+    }
+  } else if (!posted && inside) {
+    early_message message;
+    message.tag = piece.tag;
+    message.total = bytes;
+    message.received = bytes;
+    message.data.assign(source, source + bytes);
+    state.early.push_back(std::move(message));
+    kept = std::prev(state.early.end());
+  }
+  lent_counters* counters = lent_to(state.region, shape_, rank_);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const bool withdrawn = counters->withdrawn.load(std::memory_order_relaxed) == lent.number;
+  counters->given_back.store(lent.number, std::memory_order_release);
+  const std::string why = who() + " could not receive from rank " + std::to_string(peer) + ": ";
+  if (op != nullptr && !inside) {
+    fail(op, errc::transport, why + "it lent a message outside its pool (offset " + std::to_string(lent.pool_offset) +
+                                  ", " + std::to_string(bytes) + " bytes)");
+  } else if (op != nullptr && withdrawn) {
+    fail(op, errc::peer_lost, why + "it withdrew the message while it was read (its call failed)");
+  } else if (op != nullptr) {
+    op->moved = bytes;
+    complete(op);
+  } else if (kept != state.early.end()) {
+    kept->withdrawn = withdrawn;
+  }
+}
+
 inline void engine::take_piece(int peer, const slot_header& piece, const std::byte* payload) {
   auto& state = peers_[static_cast<std::size_t>(peer)];
+  if (piece.offset == lent_piece) {  // always a whole message, between the pieces of no other
+    take_loan(peer, piece);
+    return;
+  }
   if (!state.arriving) {  // a message's first piece: its receive, or kept aside until one is posted
     state.arriving = true;
     state.incoming_left = piece.total;
-    const auto match = std::find_if(state.receives.begin(), state.receives.end(),
+    const bool posted = std::any_of(state.receives.begin(), state.receives.end(),
                                     [&](const operation* op) { return op->tag == piece.tag; });
-    if (match != state.receives.end()) {
-      operation* op = *match;
-      state.receives.erase(match);
-      op->matched = true;
-      if (op->size != piece.total) {
-        fail(op, errc::mismatch,
-             who() + " expected " + std::to_string(op->size) + " bytes from rank " + std::to_string(peer) +
-                 " but the message has " + std::to_string(piece.total) + " bytes (tag " + std::to_string(piece.tag) + ")");
-        state.discarding = true;
-      } else {
-        state.incoming = op;
-      }
+    if (operation* op = match(peer, piece.tag, piece.total)) {
+      state.incoming = op;
+    } else if (posted) {  // its receive had the wrong size
+      state.discarding = true;
     } else {
       early_message message;
       message.tag = piece.tag;
@@ -179,6 +261,10 @@ inline void engine::take_piece(int peer, const slot_header& piece, const std::by
 }
 
 inline void engine::deliver_early(operation* op, early_message& message) {
+  if (message.withdrawn) {
+    fail(op, errc::peer_lost, direction(op) + ": it withdrew the message while it was read (its call failed)");
+    return;
+  }
   if (op->size != message.total) {
     fail(op, errc::mismatch,
          who() + " expected " + std::to_string(op->size) + " bytes from rank " + std::to_string(op->peer) +
@@ -202,9 +288,18 @@ inline void engine::complete(operation* op) {
   if (op->orphan) release(op);
 }
 
-// Takes `op` out of every queue and arrival it is part of.
+// Takes `op` out of every queue and arrival it is part of. A lent send not yet given back is
+// withdrawn from the peer too (take_loan), before its buffer is the caller's again: the fence
+// orders the mark before whatever the caller then writes.
 inline void engine::withdraw(operation* op) {
   auto& state = peers_[static_cast<std::size_t>(op->peer)];
+  if (op->is_send && op->loan != 0 && own_.base() != nullptr) {
+    lent_counters* counters = lent_to(own_.base(), shape_, op->peer);
+    if (counters->given_back.load(std::memory_order_acquire) < op->loan) {
+      counters->withdrawn.store(op->loan, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+  }
   if (op->is_send) {
     state.sends.erase(std::remove(state.sends.begin(), state.sends.end(), op), state.sends.end());
     return;
@@ -289,6 +384,11 @@ inline void engine::cancel(operation* op) {
     return;
   }
   auto& state = peers_[static_cast<std::size_t>(op->peer)];
+  if (op->loan != 0) {  // lent, not given back: withdrawn (the peer fails its receive)
+    withdraw(op);
+    release(op);
+    return;
+  }
   if (op->is_send && op->moved != 0) {
     // Part of it is in the peer's FIFO: the rest goes too, from a copy (the buffer is the
     // caller's again once the request is gone).

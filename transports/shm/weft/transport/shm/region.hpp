@@ -7,14 +7,23 @@
 //
 //   control   the owner's doorbell (a futex word a rank bumps when it changes something the
 //             owner waits for while the owner sleeps), whether the owner sleeps, whether it closed
+//   lent      per peer, two counters of the messages the owner lent it by reference (below):
+//             how many the peer has given back (raised by the peer) and which one the owner
+//             withdrew (set by the owner), each on a cache line of its own
 //   inbound   one FIFO per sending rank (itself included): tail (slots the owner consumed), on
 //             a cache line of its own, then the slots, each a header line (with its sequence
 //             number) and the payload
+//   pool      page-aligned memory the owner's memory space hands out (communicator scratch,
+//             buffers a user allocates through comm.memory()); every peer maps it too
 //
 // So every FIFO lives in its receiver's memory: a sender writes a slot and publishes it by
 // setting its sequence number last; the receiver reads it and frees it by raising tail. Sequence
 // numbers and tail only grow, and no lock is ever held: a rank that dies mid-write has published
 // nothing, and a survivor's later calls never see its half-written slot.
+//
+// A large message whose buffer lies in the sender's pool is lent instead of copied: one slot
+// says where it is, the receiver copies it (or combines it, for recv_reduce) straight from its
+// mapping of the sender's pool, then raises the sender's `given_back` count. One copy per byte.
 #pragma once
 
 #include "weft/error.hpp"
@@ -53,6 +62,13 @@ struct alignas(cache_line) control_block {
   std::atomic<std::uint32_t> closed;    // the owner closed its transport in order
 };
 
+// The two counters of the messages a region's owner lends one peer (see above). Lent messages
+// are numbered from 1 per pair; at most one is outstanding.
+struct alignas(cache_line) lent_counters {
+  std::atomic<std::uint64_t> given_back;  // the latest the peer finished reading, raised by it
+  alignas(cache_line) std::atomic<std::uint64_t> withdrawn;  // one the owner took back unread
+};
+
 // What precedes each slot's payload. The slot is published when `sequence` reads the number
 // the receiver expects next (1 + how many slots the sender published before it), so a receiver
 // waits on the very line it reads next; a piece of at most inline_bytes travels in that line too.
@@ -67,18 +83,38 @@ struct alignas(cache_line) slot_header {
 inline constexpr std::size_t inline_bytes = sizeof(slot_header::inline_payload);
 static_assert(sizeof(slot_header) == cache_line);
 
-// Where things are in a region of a world of `ranks`, with `slots` slots of `slot_bytes` each.
+// A slot whose header has this `offset` lends the whole message: its inline payload holds a
+// loan (where in the sender's pool, and the loan's number) and `bytes` is the message's size.
+inline constexpr std::uint64_t lent_piece = ~std::uint64_t{0};
+struct loan {
+  std::uint64_t pool_offset;
+  std::uint64_t number;
+};
+static_assert(sizeof(loan) <= inline_bytes);
+
+inline constexpr std::size_t page_bytes = 4096;
+
+// Where things are in a region of a world of `ranks`, with `slots` slots of `slot_bytes` each
+// and a pool of `pool_bytes`.
 struct layout {
   std::size_t ranks = 0;
   std::size_t slots = 0;
   std::size_t slot_bytes = 0;
+  std::size_t pool_bytes = 0;
 
   std::size_t slot_stride() const { return sizeof(slot_header) + slot_bytes; }
   std::size_t fifo_bytes() const { return sizeof(shared_counter) + slots * slot_stride(); }
-  std::size_t fifo_offset(int sender) const {
-    return sizeof(control_block) + static_cast<std::size_t>(sender) * fifo_bytes();
+  std::size_t lent_offset(int peer) const {
+    return sizeof(control_block) + static_cast<std::size_t>(peer) * sizeof(lent_counters);
   }
-  std::size_t total() const { return sizeof(control_block) + ranks * fifo_bytes(); }
+  std::size_t fifo_offset(int sender) const {
+    return sizeof(control_block) + ranks * sizeof(lent_counters) + static_cast<std::size_t>(sender) * fifo_bytes();
+  }
+  std::size_t pool_offset() const {
+    const std::size_t end = fifo_offset(static_cast<int>(ranks));
+    return (end + page_bytes - 1) / page_bytes * page_bytes;
+  }
+  std::size_t total() const { return pool_offset() + pool_bytes; }
 };
 
 // One FIFO, seen from either end. The sender counts what it published itself.
@@ -108,6 +144,11 @@ inline fifo fifo_in(std::byte* region, const layout& shape, int sender) {
 }
 
 inline control_block* control_of(std::byte* region) { return reinterpret_cast<control_block*>(region); }
+
+// The counters of what `region`'s owner lends `peer`.
+inline lent_counters* lent_to(std::byte* region, const layout& shape, int peer) {
+  return reinterpret_cast<lent_counters*>(region + shape.lent_offset(peer));
+}
 
 // A mapping of a region: this rank's own (it holds the descriptor to hand out) or a peer's.
 class mapping {
