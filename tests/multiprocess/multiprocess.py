@@ -499,6 +499,20 @@ def scenario_shm(ranks_program, weft_run):
         check(code == 0 and len(ok) == size,
               "shm, %d processes under weft-run: the collective slice passes on every rank (%.1f s)" % (size, took),
               output)
+    # Messages from 4 KiB lent: from the pool (scratch), and from anywhere else read straight from
+    # the sender's memory by process_vm_readv, copied and combined; or, with the host refusing
+    # that, through the slots: either way the slice passes and each rank says which holds.
+    for size in (2, 3):
+        env = dict(os.environ, WEFT_TIMEOUT_MS="60000", WEFT_SHM_LEND_BYTES="4K", WEFT_SHM_CMA_BYTES="4K")
+        code, output, took = run([sys.executable, weft_run, "-n", str(size), "--timeout", "240", "--",
+                                  ranks_program, "slice"], timeout=300, env=env)
+        ok = [line for line in output.splitlines() if "slice ok on %d ranks (weft) over shared memory" % size in line]
+        readable = [line for line in ok if "process_vm_readv from 4096 B, readable on %d of %d peers" % (size - 1, size - 1) in line]
+        check(code == 0 and len(ok) == size,
+              "shm, %d processes, messages from 4 KiB lent or read by process_vm_readv: the slice passes (%.1f s)"
+              % (size, took), output)
+        if len(readable) != size:
+            print("     (process_vm_readv is refused on this host: the slice went through the pool and the slots)")
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         print("SKIP part: mpirun is not installed (Debian: openmpi-bin); shm under mpirun was not tested here")

@@ -40,6 +40,7 @@ weft::shm::config small_slots(std::size_t slot_bytes = 4096, std::size_t slots =
   settings.slot_bytes = slot_bytes;
   settings.slots = slots;
   settings.pool_bytes = std::size_t{256} << 20;
+  settings.cma_bytes = 0;  // through the slots; lending by address has its own test
   return settings;
 }
 
@@ -422,4 +423,45 @@ TEST_CASE("shm: collectives on buffers from the pool, 2-4 ranks, around the lend
     INFO(p << " ranks: " << sink.summary());
     CHECK(sink.empty());
   }
+}
+
+TEST_CASE("shm: messages from outside the pool lent by address (ranks in one process read them directly)", "[shm]") {
+  auto settings = small_slots(4096, 4);
+  settings.cma_bytes = 8192;
+  std::vector<std::size_t> counts = {2047, 2048, 2049, 300000};
+  failures sink;
+  run_world(3, settings, sink, [&](shm_comm& comm) {
+    auto& transport = comm.underlying_transport();
+    if (transport.describe().find("readable on 2 of 2 peers") == std::string::npos)
+      sink.add("rank " + std::to_string(comm.rank()) + " cannot read its peers: " + transport.describe());
+    const int next = (comm.rank() + 1) % 3, previous = (comm.rank() + 2) % 3;
+    for (std::size_t index = 0; index < counts.size(); ++index) {
+      const std::size_t count = counts[index];
+      std::vector<std::int32_t> out(count), own(count), got(count), combined(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        out[i] = static_cast<std::int32_t>(i * 3 + index + 100 * comm.rank());
+        own[i] = static_cast<std::int32_t>(i);
+      }
+      weft::detail::reducer add(comm.memory(), weft::sum{}, std::type_identity<std::int32_t>{});
+      auto r1 = transport.recv(previous, std::as_writable_bytes(std::span(got)), 2 * index);
+      auto r2 = transport.recv_reduce(previous, std::as_writable_bytes(std::span(combined)), std::as_bytes(std::span(own)),
+                                      2 * index + 1, add);
+      auto s1 = transport.send(next, std::as_bytes(std::span(out)), 2 * index);
+      auto s2 = transport.send(next, std::as_bytes(std::span(out)), 2 * index + 1);
+      if (!wait_for(transport, s1) || !wait_for(transport, s2) || !wait_for(transport, r1) || !wait_for(transport, r2)) {
+        sink.add(std::to_string(count) + " ints did not arrive");
+        return;
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto want = static_cast<std::int32_t>(i * 3 + index + 100 * previous);
+        if (got[i] != want || combined[i] != want + static_cast<std::int32_t>(i)) {
+          sink.add(std::to_string(count) + " ints differ at " + std::to_string(i));
+          break;
+        }
+      }
+    }
+    weft::barrier(comm);
+  });
+  INFO(sink.summary());
+  CHECK(sink.empty());
 }

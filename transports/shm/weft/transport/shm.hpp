@@ -67,12 +67,20 @@ class transport {
     if (engine_) engine_->report_lost(culprit, reason);
   }
 
-  // What rank 0 logs at start-up, and what a user asks: slots, their size, peers watched.
+  // What rank 0 logs at start-up, and what a user asks: slots, their size, which messages cross
+  // in one copy (lent from the pool; read from other memory by process_vm_readv, and from how
+  // many peers this rank may), peers watched.
   std::string describe() const {
     const auto& settings = engine_->settings();
+    const std::string cma = settings.cma_bytes == 0
+                                ? "off (WEFT_SHM_CMA_BYTES=0)"
+                                : "from " + std::to_string(settings.cma_bytes) + " B, readable on " +
+                                      std::to_string(engine_->readable_peers()) + " of " + std::to_string(size() - 1) +
+                                      " peers";
     return "shared memory, " + std::to_string(size()) + " ranks, " + std::to_string(settings.slots) +
-           " slots of " + std::to_string(settings.slot_bytes) + " B per pair, " +
-           std::to_string(engine_->watched()) + " peer processes watched";
+           " slots of " + std::to_string(settings.slot_bytes) + " B per pair, single copy: lent from the pool (" +
+           std::to_string(settings.pool_bytes >> 20) + " MiB) from " + std::to_string(settings.lend_bytes) +
+           " B, process_vm_readv " + cma + ", " + std::to_string(engine_->watched()) + " peer processes watched";
   }
 
  private:

@@ -21,9 +21,10 @@ struct config {
   std::chrono::microseconds spin{20000};           // how long a wait polls before it sleeps
   std::size_t pool_bytes = std::size_t{1} << 30;   // the pool peers map (0: none); untouched pages cost nothing
   std::size_t lend_bytes = std::size_t{64} << 10;  // a send from the pool this large is lent, not copied
+  std::size_t cma_bytes = std::size_t{1} << 20;    // a send from other memory this large is read by process_vm_readv (0: never)
 
   // WEFT_TIMEOUT_MS; WEFT_SHM_SLOT_BYTES; WEFT_SHM_SLOTS; WEFT_SHM_SPIN_US; WEFT_SHM_POOL_BYTES;
-  // WEFT_SHM_LEND_BYTES (docs/tuning.md); a value that cannot be read is refused.
+  // WEFT_SHM_LEND_BYTES; WEFT_SHM_CMA_BYTES (docs/tuning.md); a value that cannot be read is refused.
   static config from_environment() {
     namespace env = weft::detail::env;
     config result;
@@ -42,6 +43,9 @@ struct config {
     }
     if (const auto value = env::bytes("WEFT_SHM_LEND_BYTES", std::uint64_t{1} << 40)) {
       result.lend_bytes = static_cast<std::size_t>(*value);
+    }
+    if (const auto value = env::bytes("WEFT_SHM_CMA_BYTES", std::uint64_t{1} << 40)) {
+      result.cma_bytes = static_cast<std::size_t>(*value);
     }
     return result;
   }

@@ -57,6 +57,7 @@ struct operation {
   std::vector<std::byte> kept;  // a send dropped part-way: the bytes it had yet to publish
   std::size_t kept_from = 0;    // where `kept` starts in the message
   std::uint64_t loan = 0;       // a send lent by reference: the loan's number (0: copied)
+  bool declined = false;        // its loan was declined: it goes through the slots
   bool matched = false;         // a receive its incoming message was matched to
   bool orphan = false;          // its request is gone: released once the fabric is done with it
   status state = status::idle;
@@ -71,7 +72,7 @@ struct early_message {
   std::size_t received = 0;
   std::vector<std::byte> data;
   operation* claimed = nullptr;  // a receive posted while the rest was still arriving
-  bool withdrawn = false;        // lent, and withdrawn by its sender while it was read
+  std::string failure;           // lent, and withdrawn by its sender or unreadable: why
 };
 
 // What this rank keeps per peer.
@@ -107,6 +108,8 @@ class engine : public weft::detail::retiring<engine> {
   const config& settings() const { return settings_; }
   // How many peers' processes this rank watches through a pidfd.
   int watched() const;
+  // How many peers' memory this rank can read by process_vm_readv (or directly: same process).
+  int readable_peers() const { return readable_peers_; }
 
   // Posts a send or a (reducing) receive (shm/progress.hpp).
   operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
@@ -159,6 +162,7 @@ class engine : public weft::detail::retiring<engine> {
  private:
   // shm/meeting.hpp
   void meet(bootstrap::store& meeting);
+  void probe_memory_reads();
 
   // shm/progress.hpp
   bool progress();
@@ -166,6 +170,8 @@ class engine : public weft::detail::retiring<engine> {
   bool drain(int peer);
   void take_piece(int peer, const slot_header& piece, const std::byte* payload);
   void take_loan(int peer, const slot_header& piece);
+  std::string read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target, const std::byte* own,
+                        const weft::detail::reducer* combine);
   operation* match(int peer, tag_t tag, std::size_t total);
   void withdraw(operation* op);
   void deliver_early(operation* op, early_message& message);
@@ -186,6 +192,7 @@ class engine : public weft::detail::retiring<engine> {
     op->orphan = false;
     op->matched = false;
     op->loan = 0;
+    op->declined = false;
     pool_.release(op);
   }
 
@@ -201,6 +208,7 @@ class engine : public weft::detail::retiring<engine> {
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's notice, through the store
   weft::detail::owning_process owner_;
   std::chrono::microseconds spin_{0};  // settings_.spin, or less on a crowded host
+  int readable_peers_ = 0;
   bool closed_ = false;
 };
 

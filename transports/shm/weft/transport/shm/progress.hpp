@@ -8,8 +8,12 @@
 #include "weft/transport/shm/region.hpp"
 
 #include <poll.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -31,6 +35,7 @@ inline operation* engine::post(bool is_send, int peer, std::byte* data, std::siz
   op->matched = false;
   op->orphan = false;
   op->loan = 0;
+  op->declined = false;
   op->state = status::posted;
   op->code = errc::transport;
   op->failure.clear();
@@ -76,10 +81,17 @@ inline bool engine::push(int peer) {
   if (state.sends.empty() || state.region == nullptr) return false;
   bool any = false;
   if (const std::uint64_t lent = state.sends.front()->loan; lent != 0) {
-    if (lent_to(own_.base(), shape_, peer)->given_back.load(std::memory_order_acquire) < lent) return false;
+    const lent_counters* counters = lent_to(own_.base(), shape_, peer);
+    if (counters->given_back.load(std::memory_order_acquire) < lent) return false;
     operation* op = state.sends.front();
-    state.sends.pop_front();
-    complete(op);
+    if (counters->declined.load(std::memory_order_relaxed) == lent) {  // unread: through the slots instead
+      op->loan = 0;
+      op->moved = 0;
+      op->declined = true;
+    } else {
+      state.sends.pop_front();
+      complete(op);
+    }
     any = true;
   }
   const fifo out = fifo_in(state.region, shape_, rank_);
@@ -93,9 +105,12 @@ inline bool engine::push(int peer) {
     slot_header* piece = out.header(state.published);
     piece->tag = op->tag;
     piece->total = op->size;
-    if (op->moved == 0 && op->size >= settings_.lend_bytes && op->size > inline_bytes && op->kept.empty() &&
-        memory_.in_pool(op->data, op->size)) {
-      const loan lent{buffers_->offset_of(op->data), ++state.loans};
+    const bool whole = op->moved == 0 && op->kept.empty() && op->size > inline_bytes && !op->declined;
+    const bool pooled = whole && op->size >= settings_.lend_bytes && memory_.in_pool(op->data, op->size);
+    if (pooled || (whole && settings_.cma_bytes != 0 && op->size >= settings_.cma_bytes &&
+                   lent_to(own_.base(), shape_, peer)->reads_memory.load(std::memory_order_acquire) != 0)) {
+      const loan lent{pooled ? buffers_->offset_of(op->data) : reinterpret_cast<std::uintptr_t>(op->data),
+                      ++state.loans, pooled ? 1u : 0u};
       piece->offset = lent_piece;
       piece->bytes = op->size;
       std::memcpy(piece->inline_payload, &lent, sizeof lent);
@@ -157,51 +172,95 @@ inline operation* engine::match(int peer, tag_t tag, std::size_t total) {
   return nullptr;
 }
 
-// A lent message: copied, or combined, straight from the sender's pool; then given back. The
-// sender may have withdrawn it while it was read (its call failed, and the buffer is its
-// caller's again): looked at after reading (the fence orders the reads before the look), a
+// Reads the `bytes` of a loan from `peer` into target, or target = combine(own, them): from the
+// mapping of its pool, from its memory when it is this process, else by process_vm_readv (a
+// plain copy only: take_loan declines a reducing receive's). Empty, or what went wrong.
+inline std::string engine::read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target,
+                                     const std::byte* own, const weft::detail::reducer* combine) {
+  const auto& state = peers_[static_cast<std::size_t>(peer)];
+  const std::byte* source = nullptr;
+  if (lent.in_pool != 0) {
+    if (lent.where > shape_.pool_bytes || bytes > shape_.pool_bytes - lent.where) {
+      return "it lent a message outside its pool (offset " + std::to_string(lent.where) + ", " +
+             std::to_string(bytes) + " bytes)";
+    }
+    source = state.region + shape_.pool_offset() + lent.where;
+  } else if (peer == rank_ || state.link.pid == ::getpid()) {
+    source = reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(lent.where));
+  }
+  if (source != nullptr) {
+    if (combine != nullptr) {
+      (*combine)({target, bytes}, {own, bytes}, {source, bytes});
+    } else if (bytes != 0) {
+      std::memcpy(target, source, bytes);
+    }
+    return {};
+  }
+  if (combine != nullptr) return "a reducing receive cannot read another process's memory";
+  for (std::size_t got = 0; got < bytes;) {
+    iovec local{target + got, bytes - got};
+    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(lent.where + got)), bytes - got};
+    const ssize_t read = ::process_vm_readv(state.link.pid, &local, 1, &remote, 1, 0);
+    if (read < 0 && errno == EINTR) continue;
+    if (read <= 0) {
+      return read < 0 && errno == ESRCH ? "its process (pid " + std::to_string(state.link.pid) + ") ended"
+                                        : std::string("reading its memory failed (process_vm_readv: ") +
+                                              (read < 0 ? std::strerror(errno) : "nothing read") + ")";
+    }
+    got += static_cast<std::size_t>(read);
+  }
+  return {};
+}
+
+// A lent message: copied, or combined, straight from where the sender holds it; then given
+// back. The sender may have withdrawn it while it was read (its call failed, and the buffer is
+// its caller's again): looked at after reading (the fence orders the reads before the look), a
 // withdrawal fails the receive instead of delivering bytes that may have changed.
 inline void engine::take_loan(int peer, const slot_header& piece) {
   auto& state = peers_[static_cast<std::size_t>(peer)];
   loan lent{};
   std::memcpy(&lent, piece.inline_payload, sizeof lent);
   const std::size_t bytes = piece.bytes;
-  const std::byte* source = state.region + shape_.pool_offset() + lent.pool_offset;
-  const bool inside = lent.pool_offset <= shape_.pool_bytes && bytes <= shape_.pool_bytes - lent.pool_offset;
   const bool posted = std::any_of(state.receives.begin(), state.receives.end(),
                                   [&](const operation* op) { return op->tag == piece.tag; });
   operation* op = match(peer, piece.tag, bytes);
+  lent_counters* counters = lent_to(state.region, shape_, rank_);
+  if (op != nullptr && op->combine != nullptr && lent.in_pool == 0 && peer != rank_ && state.link.pid != ::getpid()) {
+    // Combining from another process's memory would go through a bounce buffer: a read and a
+    // pass more on this rank than the slots' copy-in by the sender. Declined: it comes through
+    // the slots, to the same receive.
+    op->matched = false;
+    state.receives.push_front(op);
+    counters->declined.store(lent.number, std::memory_order_relaxed);
+    counters->given_back.store(lent.number, std::memory_order_release);
+    return;
+  }
+  std::string failure;
   std::list<early_message>::iterator kept = state.early.end();
-  if (op != nullptr && inside) {
-    if (op->combine != nullptr) {
-      (*op->combine)({op->data, bytes}, {op->own, bytes}, {source, bytes});
-    } else {
-      std::memcpy(op->data, source, bytes);
-    }
-  } else if (!posted && inside) {
+  if (op != nullptr) {
+    failure = read_loan(peer, lent, bytes, op->data, op->own, op->combine);
+  } else if (!posted) {
     early_message message;
     message.tag = piece.tag;
     message.total = bytes;
     message.received = bytes;
-    message.data.assign(source, source + bytes);
+    message.data.resize(bytes);
+    failure = read_loan(peer, lent, bytes, message.data.data(), nullptr, nullptr);
     state.early.push_back(std::move(message));
     kept = std::prev(state.early.end());
   }
-  lent_counters* counters = lent_to(state.region, shape_, rank_);
   std::atomic_thread_fence(std::memory_order_acquire);
-  const bool withdrawn = counters->withdrawn.load(std::memory_order_relaxed) == lent.number;
+  if (counters->withdrawn.load(std::memory_order_relaxed) == lent.number) {  // the likelier cause of a failed read too
+    failure = "it withdrew the message while it was read (its call failed)";
+  }
   counters->given_back.store(lent.number, std::memory_order_release);
-  const std::string why = who() + " could not receive from rank " + std::to_string(peer) + ": ";
-  if (op != nullptr && !inside) {
-    fail(op, errc::transport, why + "it lent a message outside its pool (offset " + std::to_string(lent.pool_offset) +
-                                  ", " + std::to_string(bytes) + " bytes)");
-  } else if (op != nullptr && withdrawn) {
-    fail(op, errc::peer_lost, why + "it withdrew the message while it was read (its call failed)");
+  if (kept != state.early.end()) {
+    kept->failure = std::move(failure);
+  } else if (op != nullptr && !failure.empty()) {
+    fail(op, failure.rfind("it lent", 0) == 0 ? errc::transport : errc::peer_lost, direction(op) + ": " + failure);
   } else if (op != nullptr) {
     op->moved = bytes;
     complete(op);
-  } else if (kept != state.early.end()) {
-    kept->withdrawn = withdrawn;
   }
 }
 
@@ -261,8 +320,9 @@ inline void engine::take_piece(int peer, const slot_header& piece, const std::by
 }
 
 inline void engine::deliver_early(operation* op, early_message& message) {
-  if (message.withdrawn) {
-    fail(op, errc::peer_lost, direction(op) + ": it withdrew the message while it was read (its call failed)");
+  if (!message.failure.empty()) {  // lent, and withdrawn or unreadable
+    fail(op, message.failure.rfind("it lent", 0) == 0 ? errc::transport : errc::peer_lost,
+         direction(op) + ": " + message.failure);
     return;
   }
   if (op->size != message.total) {

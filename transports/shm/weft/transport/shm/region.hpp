@@ -7,9 +7,10 @@
 //
 //   control   the owner's doorbell (a futex word a rank bumps when it changes something the
 //             owner waits for while the owner sleeps), whether the owner sleeps, whether it closed
-//   lent      per peer, two counters of the messages the owner lent it by reference (below):
-//             how many the peer has given back (raised by the peer) and which one the owner
-//             withdrew (set by the owner), each on a cache line of its own
+//   lent      per peer, what concerns the messages the owner lends it (below): the latest the
+//             peer gave back and the latest it declined, whether it may read the owner's
+//             memory (all set by the peer), and the latest the owner withdrew, on a line of
+//             its own
 //   inbound   one FIFO per sending rank (itself included): tail (slots the owner consumed), on
 //             a cache line of its own, then the slots, each a header line (with its sequence
 //             number) and the payload
@@ -24,6 +25,8 @@
 // A large message whose buffer lies in the sender's pool is lent instead of copied: one slot
 // says where it is, the receiver copies it (or combines it, for recv_reduce) straight from its
 // mapping of the sender's pool, then raises the sender's `given_back` count. One copy per byte.
+// Where the host lets a rank read its peers' memory (process_vm_readv, "CMA"), a large message
+// from anywhere else is lent by its address the same way.
 #pragma once
 
 #include "weft/error.hpp"
@@ -60,12 +63,15 @@ struct alignas(cache_line) control_block {
   std::atomic<std::uint32_t> doorbell;  // futex word: bumped by a change that finds the owner sleeping
   std::atomic<std::uint32_t> sleeping;  // the owner is about to sleep, or sleeps, on the doorbell
   std::atomic<std::uint32_t> closed;    // the owner closed its transport in order
+  std::uint64_t self_address;           // where the owner maps its region (a peer's probe reads it)
 };
 
-// The two counters of the messages a region's owner lends one peer (see above). Lent messages
-// are numbered from 1 per pair; at most one is outstanding.
+// What concerns the messages a region's owner lends one peer (see above). Lent messages are
+// numbered from 1 per pair; at most one is outstanding.
 struct alignas(cache_line) lent_counters {
   std::atomic<std::uint64_t> given_back;  // the latest the peer finished reading, raised by it
+  std::atomic<std::uint32_t> reads_memory;  // set by the peer: it may read the owner's memory (CMA)
+  std::atomic<std::uint64_t> declined;      // one the peer gave back unread: send it through the slots
   alignas(cache_line) std::atomic<std::uint64_t> withdrawn;  // one the owner took back unread
 };
 
@@ -87,8 +93,9 @@ static_assert(sizeof(slot_header) == cache_line);
 // loan (where in the sender's pool, and the loan's number) and `bytes` is the message's size.
 inline constexpr std::uint64_t lent_piece = ~std::uint64_t{0};
 struct loan {
-  std::uint64_t pool_offset;
+  std::uint64_t where;   // the offset in the sender's pool, or the address in its memory
   std::uint64_t number;
+  std::uint64_t in_pool;  // 1: `where` is a pool offset; 0: an address, read by process_vm_readv
 };
 static_assert(sizeof(loan) <= inline_bytes);
 
