@@ -61,7 +61,7 @@ inline constexpr std::array<link_constants, 4> constants_table{{
    "1.09-1.31 (5 of 5), 4 MiB 0.97-1.24 (3 of 5), 16 MiB 1.04-1.17 (5 of 5): ranks that left "
    "the barrier first no longer spend the cores copying blocks into the sockets of ranks that "
    "have not left it (a 4 MiB call's spread of starts 2.1-2.5 ms -> 0.7-1.2 ms, --trace)"},
-  {"shm", 2.0, 1.0 / 5000.0, 1.0 / 4000.0, 0, 0,
+  {"shm", 2.0, 1.0 / 5000.0, 1.0 / 4000.0, std::size_t{4} << 20, 0,
    "2-core x86-64 VM, 2 processes, weft-run -n 2 weft-bench --transport shm (2026-12-03): 8 B "
    "allreduce (one exchange through the slots) 0.5-0.8 us median over runs, 4 ranks on the 2 "
    "cores 7 us (two steps, ranks sleeping on the futex) -> alpha 2 us; 2 MiB ring allreduce "
@@ -69,8 +69,12 @@ inline constexpr std::array<link_constants, 4> constants_table{{
    "combined straight from them); gamma as inproc (the same CPU loop). Reduction pieces "
    "(WEFT_REDUCE_CHUNK_BYTES 64 KiB / 256 KiB / 1 MiB in alternating launches, allreduce 1-64 "
    "MiB, 2 and 4 ranks): 1 MiB as fast or faster at every size (2 ranks 1 MiB 5.6-6.0 against "
-   "5.0-6.5 and 5.2-5.7 GB/s, within the noise elsewhere), so pieces stay chunk_bytes; no "
-   "handshake: a block waiting in the receiver's slots costs no core."},
+   "5.0-6.5 and 5.2-5.7 GB/s, within the noise elsewhere). Since large sends from the pool "
+   "are lent (read once from the sender's pool, one loan per pair at a time), fewer, larger "
+   "pieces win (WEFT_REDUCE_CHUNK_BYTES 1 MiB / 4 MiB / 64 MiB, 3 alternating launches, ring, "
+   "2 ranks, busbw out of place): 4 MiB 8.1-8.6 / 8.2-10.8 / 8.0-10.6, 16 MiB 5.5-6.8 / "
+   "6.6-6.9 / 5.9-7.3 GB/s; 4 ranks within the noise: pieces of 4 MiB. No handshake: a block "
+   "waiting in the receiver's slots costs no core."},
   {"default", 20.0, 1.0 / 1000.0, 1.0 / 3000.0, 0, 0,
    "conservative guess for transports without their own row: 20 us latency, 1 GB/s"},
 }};
