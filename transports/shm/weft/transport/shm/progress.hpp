@@ -84,6 +84,7 @@ inline bool engine::push(int peer) {
     const lent_counters* counters = lent_to(own_.base(), shape_, peer);
     if (counters->given_back.load(std::memory_order_acquire) < lent) return false;
     operation* op = state.sends.front();
+    taken_over(op->data);
     if (counters->declined.load(std::memory_order_relaxed) == lent) {  // unread: through the slots instead
       op->loan = 0;
       op->moved = 0;
@@ -116,6 +117,7 @@ inline bool engine::push(int peer) {
       std::memcpy(piece->inline_payload, &lent, sizeof lent);
       op->loan = lent.number;
       op->moved = op->size;
+      handed_over(op->data);
       piece->sequence.store(++state.published, std::memory_order_release);
       any = true;
       break;  // the next send to this peer waits until this one is given back
@@ -189,11 +191,13 @@ inline std::string engine::read_loan(int peer, const loan& lent, std::size_t byt
     source = reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(lent.where));
   }
   if (source != nullptr) {
+    taken_over(source);
     if (combine != nullptr) {
       (*combine)({target, bytes}, {own, bytes}, {source, bytes});
     } else if (bytes != 0) {
       std::memcpy(target, source, bytes);
     }
+    handed_over(source);
     return {};
   }
   if (combine != nullptr) return "a reducing receive cannot read another process's memory";

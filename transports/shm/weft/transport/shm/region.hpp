@@ -229,6 +229,29 @@ inline mapping create_region(std::size_t bytes) {
   return map_region(fd, bytes, "its own region");
 }
 
+// A message lent by address between ranks of one process is read at the address its sender
+// wrote it, while the counters that order the two accesses are read and written through two
+// mappings of one region, at two addresses: ThreadSanitizer, which pairs synchronization by
+// address, cannot see that order. These tell it (both sides name the buffer's address); without
+// ThreadSanitizer they are nothing.
+#if defined(__SANITIZE_THREAD__)
+#define WEFT_SHM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEFT_SHM_TSAN 1
+#endif
+#endif
+#ifdef WEFT_SHM_TSAN
+}  // namespace weft::shm::detail
+#include <sanitizer/tsan_interface.h>
+namespace weft::shm::detail {
+inline void handed_over(const void* address) { __tsan_release(const_cast<void*>(address)); }
+inline void taken_over(const void* address) { __tsan_acquire(const_cast<void*>(address)); }
+#else
+inline void handed_over(const void*) {}
+inline void taken_over(const void*) {}
+#endif
+
 // Sleeps on `word` while it holds `seen`, at most `limit` (shared futex: across processes).
 inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, std::chrono::nanoseconds limit) {
   if (limit <= std::chrono::nanoseconds::zero()) return;
