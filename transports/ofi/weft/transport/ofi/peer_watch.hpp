@@ -20,6 +20,8 @@
 // the provider's connection error or as the communicator's timeout.
 #pragma once
 
+#include "weft/detail/this_host.hpp"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -32,7 +34,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -45,12 +46,7 @@ namespace weft::ofi::detail {
 // This process as its peers see it: "<boot id>/<pid namespace>/<pid>"; the first two are empty
 // where /proc does not say, and then nobody watches it.
 inline std::string process_identity() {
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  char link[128] = {0};
-  const ssize_t length = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);
-  const std::string space = length > 0 ? std::string(link, static_cast<std::size_t>(length)) : "";
-  return boot + "/" + space + "/" + std::to_string(::getpid());
+  return weft::detail::boot_id() + "/" + weft::detail::namespace_of("pid") + "/" + std::to_string(::getpid());
 }
 
 // The pid in `identity` when it names a process this one can watch (same boot, same PID

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "weft/bootstrap/store.hpp"
+#include "weft/detail/this_host.hpp"
 #include "weft/error.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/shm/region.hpp"
@@ -25,7 +26,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -42,13 +42,7 @@ struct peer_link {
 };
 
 // The host as the abstract socket namespace sees it: boot id and network namespace.
-inline std::string host_identity() {
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  char link[128] = {0};
-  const ssize_t length = ::readlink("/proc/self/ns/net", link, sizeof link - 1);
-  return boot + "/" + (length > 0 ? std::string(link, static_cast<std::size_t>(length)) : std::string());
-}
+inline std::string host_identity() { return weft::detail::boot_id() + "/" + weft::detail::namespace_of("net"); }
 
 inline std::string host_name() {
   char name[256] = {0};
