@@ -73,6 +73,7 @@ struct early_message {
   std::vector<std::byte> data;
   operation* claimed = nullptr;  // a receive posted while the rest was still arriving
   std::string failure;           // lent, and withdrawn by its sender or unreadable: why
+  errc failure_code = errc::peer_lost;
 };
 
 // What this rank keeps per peer.
@@ -171,8 +172,8 @@ class engine : public weft::detail::retiring<engine> {
   void take_piece(int peer, const slot_header& piece, const std::byte* payload);
   void take_loan(int peer, const slot_header& piece);
   std::string read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target, const std::byte* own,
-                        const weft::detail::reducer* combine);
-  operation* match(int peer, tag_t tag, std::size_t total);
+                        const weft::detail::reducer* combine, errc& code);
+  operation* match(int peer, tag_t tag, std::size_t total, bool& posted);
   void withdraw(operation* op);
   void deliver_early(operation* op, early_message& message);
   void watch_peers();

@@ -158,12 +158,13 @@ inline bool engine::drain(int peer) {
 }
 
 // The first receive posted for `tag` from `peer`, taken out of the queue (a receive of the
-// wrong size fails); nullptr when none is posted, or it failed.
-inline operation* engine::match(int peer, tag_t tag, std::size_t total) {
+// wrong size fails); nullptr when none is posted (`posted` false), or it failed.
+inline operation* engine::match(int peer, tag_t tag, std::size_t total, bool& posted) {
   auto& state = peers_[static_cast<std::size_t>(peer)];
   const auto found = std::find_if(state.receives.begin(), state.receives.end(),
                                   [&](const operation* op) { return op->tag == tag; });
-  if (found == state.receives.end()) return nullptr;
+  posted = found != state.receives.end();
+  if (!posted) return nullptr;
   operation* op = *found;
   state.receives.erase(found);
   op->matched = true;
@@ -176,13 +177,16 @@ inline operation* engine::match(int peer, tag_t tag, std::size_t total) {
 
 // Reads the `bytes` of a loan from `peer` into target, or target = combine(own, them): from the
 // mapping of its pool, from its memory when it is this process, else by process_vm_readv (a
-// plain copy only: take_loan declines a reducing receive's). Empty, or what went wrong.
+// plain copy only: take_loan declines a reducing receive's). Empty, or what went wrong (`code`
+// says which kind of failure).
 inline std::string engine::read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target,
-                                     const std::byte* own, const weft::detail::reducer* combine) {
+                                     const std::byte* own, const weft::detail::reducer* combine, errc& code) {
+  code = errc::peer_lost;
   const auto& state = peers_[static_cast<std::size_t>(peer)];
   const std::byte* source = nullptr;
   if (lent.in_pool != 0) {
     if (lent.where > shape_.pool_bytes || bytes > shape_.pool_bytes - lent.where) {
+      code = errc::transport;
       return "it lent a message outside its pool (offset " + std::to_string(lent.where) + ", " +
              std::to_string(bytes) + " bytes)";
     }
@@ -200,7 +204,10 @@ inline std::string engine::read_loan(int peer, const loan& lent, std::size_t byt
     handed_over(source);
     return {};
   }
-  if (combine != nullptr) return "a reducing receive cannot read another process's memory";
+  if (combine != nullptr) {
+    code = errc::transport;
+    return "a reducing receive cannot read another process's memory";
+  }
   for (std::size_t got = 0; got < bytes;) {
     iovec local{target + got, bytes - got};
     iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(lent.where + got)), bytes - got};
@@ -225,9 +232,8 @@ inline void engine::take_loan(int peer, const slot_header& piece) {
   loan lent{};
   std::memcpy(&lent, piece.inline_payload, sizeof lent);
   const std::size_t bytes = piece.bytes;
-  const bool posted = std::any_of(state.receives.begin(), state.receives.end(),
-                                  [&](const operation* op) { return op->tag == piece.tag; });
-  operation* op = match(peer, piece.tag, bytes);
+  bool posted = false;
+  operation* op = match(peer, piece.tag, bytes, posted);
   lent_counters* counters = lent_to(state.region, shape_, rank_);
   if (op != nullptr && op->combine != nullptr && lent.in_pool == 0 && peer != rank_ && state.link.pid != ::getpid()) {
     // Combining from another process's memory would go through a bounce buffer: a read and a
@@ -240,28 +246,31 @@ inline void engine::take_loan(int peer, const slot_header& piece) {
     return;
   }
   std::string failure;
+  errc code = errc::peer_lost;
   std::list<early_message>::iterator kept = state.early.end();
   if (op != nullptr) {
-    failure = read_loan(peer, lent, bytes, op->data, op->own, op->combine);
+    failure = read_loan(peer, lent, bytes, op->data, op->own, op->combine, code);
   } else if (!posted) {
     early_message message;
     message.tag = piece.tag;
     message.total = bytes;
     message.received = bytes;
     message.data.resize(bytes);
-    failure = read_loan(peer, lent, bytes, message.data.data(), nullptr, nullptr);
+    failure = read_loan(peer, lent, bytes, message.data.data(), nullptr, nullptr, code);
     state.early.push_back(std::move(message));
     kept = std::prev(state.early.end());
   }
   std::atomic_thread_fence(std::memory_order_acquire);
   if (counters->withdrawn.load(std::memory_order_relaxed) == lent.number) {  // the likelier cause of a failed read too
     failure = "it withdrew the message while it was read (its call failed)";
+    code = errc::peer_lost;
   }
   counters->given_back.store(lent.number, std::memory_order_release);
   if (kept != state.early.end()) {
     kept->failure = std::move(failure);
+    kept->failure_code = code;
   } else if (op != nullptr && !failure.empty()) {
-    fail(op, failure.rfind("it lent", 0) == 0 ? errc::transport : errc::peer_lost, direction(op) + ": " + failure);
+    fail(op, code, direction(op) + ": " + failure);
   } else if (op != nullptr) {
     op->moved = bytes;
     complete(op);
@@ -277,9 +286,8 @@ inline void engine::take_piece(int peer, const slot_header& piece, const std::by
   if (!state.arriving) {  // a message's first piece: its receive, or kept aside until one is posted
     state.arriving = true;
     state.incoming_left = piece.total;
-    const bool posted = std::any_of(state.receives.begin(), state.receives.end(),
-                                    [&](const operation* op) { return op->tag == piece.tag; });
-    if (operation* op = match(peer, piece.tag, piece.total)) {
+    bool posted = false;
+    if (operation* op = match(peer, piece.tag, piece.total, posted)) {
       state.incoming = op;
     } else if (posted) {  // its receive had the wrong size
       state.discarding = true;
@@ -325,8 +333,7 @@ inline void engine::take_piece(int peer, const slot_header& piece, const std::by
 
 inline void engine::deliver_early(operation* op, early_message& message) {
   if (!message.failure.empty()) {  // lent, and withdrawn or unreadable
-    fail(op, message.failure.rfind("it lent", 0) == 0 ? errc::transport : errc::peer_lost,
-         direction(op) + ": " + message.failure);
+    fail(op, message.failure_code, direction(op) + ": " + message.failure);
     return;
   }
   if (op->size != message.total) {
