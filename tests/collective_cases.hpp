@@ -11,6 +11,16 @@
 
 namespace weft_test {
 
+// Results are there once the call returns, except on a stream-ordered communicator (weft/stream/):
+// there, once its stream has run.
+template <class Comm>
+void settle(Comm& comm) {
+  if constexpr (requires { Comm::transport_type::stream_ordered; }) {
+    auto& endpoint = comm.underlying_transport();
+    endpoint.shared().synchronize(endpoint.rank(), std::chrono::seconds(120));
+  }
+}
+
 template <class T>
 std::string label(std::string_view collective, std::string_view algorithm, int p,
                   std::size_t count, bool in_place, std::string_view op = "") {
@@ -53,9 +63,11 @@ void allreduce_case(Comm& comm, failures& sink, std::size_t count, bool in_place
   std::vector<T> out(count);
   if (in_place) {
     weft::allreduce(comm, std::span<T>(in), op, Algorithm{});
+    settle(comm);
     out = in;
   } else {
     weft::allreduce(comm, std::span<const T>(in), std::span<T>(out), op, Algorithm{});
+    settle(comm);
   }
   check_bits<T>(sink, label<T>("allreduce", Algorithm::name, p, count, in_place, weft::op_name<Op>()),
                 comm.rank(), out, want);
@@ -71,6 +83,7 @@ void reduce_scatter_case(Comm& comm, failures& sink, std::size_t count) {
   });
   std::vector<T> mine(count);
   weft::reduce_scatter(comm, std::span<const T>(all), std::span<T>(mine), weft::sum{}, Algorithm{});
+  settle(comm);
   const auto begin = full.begin() + static_cast<std::ptrdiff_t>(count * static_cast<std::size_t>(comm.rank()));
   check_bits<T>(sink, label<T>("reduce_scatter", Algorithm::name, p, count, false), comm.rank(),
                 mine, std::vector<T>(begin, begin + static_cast<std::ptrdiff_t>(count)));
@@ -86,9 +99,11 @@ void reduce_case(Comm& comm, failures& sink, std::size_t count, bool in_place, i
   std::vector<T> out(comm.rank() == root ? count : 0);
   if (in_place) {
     weft::reduce(comm, std::span<T>(in), weft::max{}, root, Algorithm{});
+    settle(comm);
     if (comm.rank() == root) out = in;
   } else {
     weft::reduce(comm, std::span<const T>(in), std::span<T>(out), weft::max{}, root, Algorithm{});
+    settle(comm);
   }
   if (comm.rank() == root) {
     check_bits<T>(sink, label<T>("reduce", Algorithm::name, p, count, in_place) + " root=" +
@@ -103,6 +118,7 @@ void broadcast_case(Comm& comm, failures& sink, std::size_t count, int root) {
   auto want = values<T>(root, count);
   auto data = comm.rank() == root ? want : std::vector<T>(count, from_int<T>(99));
   weft::broadcast(comm, std::span<T>(data), root, Algorithm{});
+  settle(comm);
   check_bits<T>(sink, label<T>("broadcast", Algorithm::name, comm.size(), count, false) + " root=" +
                           std::to_string(root), comm.rank(), data, want);
 }
@@ -121,8 +137,10 @@ void allgather_case(Comm& comm, failures& sink, std::size_t count, bool in_place
     std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(count * static_cast<std::size_t>(comm.rank())));
     const auto own = std::span<T>(all).subspan(count * static_cast<std::size_t>(comm.rank()), count);
     weft::allgather(comm, std::span<const T>(own), std::span<T>(all), Algorithm{});
+    settle(comm);
   } else {
     weft::allgather(comm, std::span<const T>(mine), std::span<T>(all), Algorithm{});
+    settle(comm);
   }
   check_bits<T>(sink, label<T>("allgather", Algorithm::name, p, count, in_place), comm.rank(), all, want);
 }
@@ -141,6 +159,7 @@ void allgatherv_case(Comm& comm, failures& sink, std::size_t count) {
   std::vector<T> all(want.size(), from_int<T>(99));
   weft::allgatherv(comm, std::span<const T>(mine), std::span<T>(all),
                    std::span<const std::size_t>(counts), Algorithm{});
+  settle(comm);
   check_bits<T>(sink, label<T>("allgatherv", Algorithm::name, p, count, false), comm.rank(), all, want);
 }
 
@@ -163,6 +182,7 @@ void alltoall_case(Comm& comm, failures& sink, std::size_t count) {
   }
   std::vector<T> out(in.size(), from_int<T>(99));
   weft::alltoall(comm, std::span<const T>(in), std::span<T>(out), Algorithm{});
+  settle(comm);
   check_bits<T>(sink, label<T>("alltoall", Algorithm::name, p, count, false), comm.rank(), out, want);
 }
 
@@ -184,6 +204,7 @@ void alltoallv_case(Comm& comm, failures& sink, std::size_t count) {
   std::vector<T> out(want.size(), from_int<T>(99));
   weft::alltoallv(comm, std::span<const T>(in), std::span<const std::size_t>(in_counts),
                   std::span<T>(out), std::span<const std::size_t>(out_counts), Algorithm{});
+  settle(comm);
   check_bits<T>(sink, label<T>("alltoallv", Algorithm::name, p, count, false), comm.rank(), out, want);
 }
 
@@ -198,6 +219,7 @@ void gather_scatter_case(Comm& comm, failures& sink, std::size_t count, int root
   const auto mine = values<T>(comm.rank(), count, 2);
   std::vector<T> all(comm.rank() == root ? everything.size() : 0, from_int<T>(99));
   weft::gather(comm, std::span<const T>(mine), std::span<T>(all), root, Algorithm{});
+  settle(comm);
   if (comm.rank() == root) {
     check_bits<T>(sink, label<T>("gather", Algorithm::name, p, count, false) + " root=" + std::to_string(root),
                   comm.rank(), all, everything);
@@ -205,6 +227,7 @@ void gather_scatter_case(Comm& comm, failures& sink, std::size_t count, int root
   std::vector<T> received(count, from_int<T>(99));
   const std::vector<T> source = comm.rank() == root ? everything : std::vector<T>{};
   weft::scatter(comm, std::span<const T>(source), std::span<T>(received), root, Algorithm{});
+  settle(comm);
   check_bits<T>(sink, label<T>("scatter", Algorithm::name, p, count, false) + " root=" + std::to_string(root),
                 comm.rank(), received, mine);
 }

@@ -111,6 +111,7 @@ class communicator {
     pending result;
     result.peer_ = peer;
     result.bytes_ = target.size();
+    note_call();
     if constexpr (reducing_transport<T>) {
       result.request_.emplace(
           transport_->recv_reduce(transport_rank(peer), target, own, call_tag(channel), combine));
@@ -306,6 +307,7 @@ class communicator {
   // rank sends to j) must equal rank j's recv_counts[this rank].
   void check_call(const call_signature& mine, std::span<const std::size_t> send_counts = {},
                   std::span<const std::size_t> recv_counts = {}) {
+    refuse_on_streams("check mode (WEFT_CHECK)");
     struct statement {
       call_signature signature;
       std::uint64_t count_for_you;
@@ -360,6 +362,7 @@ class communicator {
       throw error(errc::invalid_argument,
                   describe_rank() + ": split color must be >= 0, got " + std::to_string(color));
     }
+    refuse_on_streams("split");
     const auto scope = begin(collective::split, "direct");
     const auto p = static_cast<std::size_t>(size());
     std::vector<std::array<int, 2>> all(p);
@@ -392,6 +395,7 @@ class communicator {
 
  private:
   pending post_send(int peer, detail::const_bytes data, tag_t tag) {
+    note_call();
     pending result;
     result.peer_ = peer;
     result.is_send_ = true;
@@ -402,11 +406,32 @@ class communicator {
   }
 
   pending post_recv(int peer, detail::bytes data, tag_t tag) {
+    note_call();
     pending result;
     result.peer_ = peer;
     result.bytes_ = data.size();
     result.request_.emplace(transport_->recv(transport_rank(peer), data, tag));
     return result;
+  }
+
+  // A transport that reports what its streams wait for (a stream-ordered one) is told which call
+  // and step each message belongs to.
+  void note_call() {
+    if constexpr (requires(T& t) { t.note_call(collective::barrier, std::string_view{}, 0); }) {
+      transport_->note_call(collective_, algorithm_, step_);
+    }
+  }
+
+  // Split and check mode read what the ranks exchanged on the host as soon as it is waited for;
+  // a stream-ordered transport has it only once the stream has run.
+  void refuse_on_streams(std::string_view what) const {
+    if constexpr (requires { T::stream_ordered; }) {
+      throw error(errc::invalid_argument,
+                  describe_rank() + ": " + std::string(what) +
+                      " needs a transport that completes on the host; this communicator's collectives "
+                      "only enqueue work on streams (make a communicator for each group instead); "
+                      "nothing was sent");
+    }
   }
 
   // A collective's tag: context (32 bits) | 0 (the user-tag bit) | the collective (4 bits) | the

@@ -1,5 +1,6 @@
-// Without a GPU (or without a driver) a device memory space is a clear weft::error, not a crash
-// at load time or at the call; with one, asking for a device that does not exist is one too.
+// Without a GPU (or without a driver) a device memory space and communicators are a clear
+// weft::error, not a crash at load time or at the call; with one, asking for a device that does
+// not exist is one too.
 #include "checks.hpp"
 
 #include "weft/transport/cuda.hpp"
@@ -21,6 +22,25 @@ int main() {
     std::printf("device_memory(%d) with %d device(s): %s\n", asked, devices, said.c_str());
     GPU_CHECK(failure.code() == weft::errc::transport, said);
     GPU_CHECK(devices > 0 || said.find("no CUDA device") != std::string::npos, said);
+  }
+  // The communicators of this process: on a machine without a GPU, the same clear error.
+  if (devices == 0) {
+    try {
+      weft::cuda::communicators gpus({0, 0});
+      GPU_CHECK(false, "communicators were made without a GPU");
+    } catch (const weft::error& failure) {
+      const std::string said = failure.what();
+      std::printf("communicators({0, 0}) with no device: %s\n", said.c_str());
+      GPU_CHECK(failure.code() == weft::errc::transport, said);
+      GPU_CHECK(said.find("no CUDA device") != std::string::npos, said);
+    }
+  } else {
+    try {
+      weft::cuda::communicators gpus({devices});
+      GPU_CHECK(false, "communicators were made on a device that does not exist");
+    } catch (const weft::error& failure) {
+      GPU_CHECK(failure.code() == weft::errc::invalid_argument, failure.what());
+    }
   }
   return finish("no device");
 }

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <type_traits>
 
+#include "weft/error.hpp"
 #include "weft/ops.hpp"
 
 namespace weft::detail {
@@ -56,14 +58,23 @@ inline void count_displacements(std::span<std::size_t> displs, std::span<const s
 
 inline int mod(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
 
+// One address per type (no RTTI needed): tells which memory space a reducer was made for.
+template <class T>
+inline constexpr char type_tag = 0;
+
 // A reduction (element type T, op Op) bound to a memory space, callable on byte ranges:
-// combine(dst, a, b) sets dst = a op b elementwise. It does not own the op or the memory space.
+// combine(dst, a, b) sets dst = a op b elementwise. It does not own the memory space. An op
+// that is trivially copyable and small (every built-in one, and the usual user functor) is
+// held by value, so a copy of the reducer outlives the call that made it (a stream-ordered
+// transport combines after the call has returned); a larger op is referred to.
+
 class reducer {
  public:
   template <class T, class Op, class Memory>
   reducer(Memory& memory, const Op& op, std::type_identity<T>)
       : memory_(&memory),
-        op_(&op),
+        memory_type_(&type_tag<std::remove_cv_t<Memory>>),
+        op_(held_by_value<Op> ? nullptr : &op),
         element_size_(sizeof(T)),
         commutative_(is_commutative_v<Op>),
         combine_([](void* memory_pointer, const void* op_pointer, bytes dst, const_bytes a,
@@ -74,17 +85,36 @@ class reducer {
                         std::span<const T>(reinterpret_cast<const T*>(a.data()), count),
                         std::span<const T>(reinterpret_cast<const T*>(b.data()), count),
                         *static_cast<const Op*>(op_pointer));
-        }) {}
+        }) {
+    if constexpr (held_by_value<Op>) std::memcpy(op_value_, static_cast<const void*>(&op), sizeof(Op));
+  }
 
   void operator()(bytes dst, const_bytes a, const_bytes b) const {
-    if (!dst.empty()) combine_(memory_, op_, dst, a, b);
+    if (!dst.empty()) combine_(memory_, op(), dst, a, b);
+  }
+  // The same combine run by another memory space of the same type (one bound to another
+  // stream, say): a stream-ordered transport's transfer combines on its own stream.
+  template <class Memory>
+  void apply_in(Memory& memory, bytes dst, const_bytes a, const_bytes b) const {
+    if (memory_type_ != &type_tag<std::remove_cv_t<Memory>>) {
+      throw error(errc::invalid_argument, "a reduction made for one memory space was applied in another");
+    }
+    if (!dst.empty()) combine_(&memory, op(), dst, a, b);
   }
   std::size_t element_size() const { return element_size_; }
   bool commutative() const { return commutative_; }
 
  private:
+  static constexpr std::size_t op_room = 32;
+  template <class Op>
+  static constexpr bool held_by_value =
+      std::is_trivially_copyable_v<Op> && sizeof(Op) <= op_room && alignof(Op) <= 16;
+  const void* op() const { return op_ != nullptr ? op_ : static_cast<const void*>(op_value_); }
+
   void* memory_;
-  const void* op_;
+  const char* memory_type_;  // which Memory memory_ is
+  const void* op_;           // the op, when not held in op_value_
+  alignas(16) unsigned char op_value_[op_room] = {};
   std::size_t element_size_;
   bool commutative_;
   void (*combine_)(void*, const void*, bytes, const_bytes, const_bytes);

@@ -39,7 +39,9 @@ void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes tar
                                          slots.subspan((j % 2) * slot, into.size()));
     }
     if (j < send_pieces) sends[j % 2] = comm.send(to, piece(source, j, chunk));
-    if (j < gather_pieces) gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
+    if constexpr (Forward) {
+      if (j < gather_pieces) gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
+    }
   };
   post(0);
   const std::size_t pieces = std::max({send_pieces, recv_pieces, gather_pieces});

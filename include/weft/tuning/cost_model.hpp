@@ -41,7 +41,7 @@ struct link_constants {
 };
 
 // clang-format off
-inline constexpr std::array<link_constants, 4> constants_table{{
+inline constexpr std::array<link_constants, 5> constants_table{{
   {"inproc", 25.0, 1.0 / 2500.0, 1.0 / 4000.0, 0, 0,
    "2-core x86-64 VM, 2 thread-ranks, weft-bench --ranks 2 (2026-11-29): 8 B direct "
    "allreduce (one step) 28 us median -> alpha 25 us (condition-variable wake-ups); 64 MiB ring "
@@ -75,6 +75,14 @@ inline constexpr std::array<link_constants, 4> constants_table{{
    "2 ranks, busbw out of place): 4 MiB 8.1-8.6 / 8.2-10.8 / 8.0-10.6, 16 MiB 5.5-6.8 / "
    "6.6-6.9 / 5.9-7.3 GB/s; 4 ranks within the noise: pieces of 4 MiB. No handshake: a block "
    "waiting in the receiver's slots costs no core."},
+  {"cuda", 10.0, 1.0 / 1000000.0, 1.0 / 1500000.0, std::size_t{8} << 20, 0,
+   "NOT MEASURED YET: estimates for weft::cuda::communicators on one H200 (HBM3e, 4.8 TB/s), "
+   "from the datasheet and the protocol: a step is a stream memory wait, a flag write and a "
+   "copy or kernel launch (alpha ~10 us); a transfer between ranks of one GPU reads and writes "
+   "each byte once (beta ~ 1/1 TB/s, leaving room for the lanes sharing the memory); a combine "
+   "reads two operands and writes one (gamma ~ 1/1.5 TB/s). Pieces of 8 MiB keep the per-piece "
+   "launch cost under 1% of a piece's time. No handshake: a transfer starts only once both "
+   "sides have posted. To be replaced by tests/gpu/run's benchmark on a GPU."},
   {"default", 20.0, 1.0 / 1000.0, 1.0 / 3000.0, 0, 0,
    "conservative guess for transports without their own row: 20 us latency, 1 GB/s"},
 }};

@@ -113,9 +113,13 @@ report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
       ...);
   if (chosen < 0) {
     std::string choices;
-    ((runs<Algorithms, Call, Comm> ? (choices += choices.empty() ? "" : ", ",
-                                      choices += Algorithms::name, 0)
-                                   : 0),
+    auto add_choice = [&](std::string_view name) {
+      choices += choices.empty() ? "" : ", ";
+      choices += name;
+    };
+    ([&] {
+      if constexpr (runs<Algorithms, Call, Comm>) add_choice(Algorithms::name);
+    }(),
      ...);
     throw error(errc::invalid_argument,
                 "rank " + std::to_string(comm.rank()) + ": WEFT_ALGO asks for '" +

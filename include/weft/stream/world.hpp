@@ -1,0 +1,554 @@
+// weft/stream/world.hpp — ranks of one process whose collectives only enqueue work on streams:
+// the shape of weft's GPU path (weft/transport/cuda/communicators.hpp), written once over a
+// backend that supplies streams, flags and a memory space bound to a stream
+// (weft/stream/host_streams.hpp runs it on CPU threads, for tests and for programs written for
+// GPUs on a machine without one).
+//
+//   weft::stream::world<Backend> ranks(backend, devices);      // one rank per entry of `devices`
+//   weft::communicator comm0(ranks.endpoint(0)), comm1(ranks.endpoint(1));
+//   weft::allreduce(comm0, data0, weft::sum{});                // enqueues, returns at once
+//   weft::allreduce(comm1, data1, weft::sum{});                // one host thread may issue both
+//   ranks.synchronize(0, 10s);  ranks.synchronize(1, 10s);     // results there; or a timeout
+//
+// How a message moves. Every buffer of the process is addressable by every stream, so every
+// message is one copy, from the send buffer straight into the receive buffer (or one combine,
+// for a reducing receive). A send and its receive are matched on the host when the second of
+// the two is posted; that post enqueues the transfer on a lane: a stream of the receiver's
+// device that waits until both ranks' streams have reached their posts (each post writes the
+// rank's "posted" flag), copies, and writes the transfer's "done" flag. A rank's wait on a
+// request enqueues, on its own stream, a wait for that done flag and returns: it orders the
+// stream and never blocks the host (weft::transport's rule: wait establishes order). So a wait
+// may be enqueued before the peer has posted at all, which is what lets one thread issue a
+// collective on every rank in turn. A transfer waits for nothing but its two posts (the
+// progress rule of two-sided nonblocking messages, so no order of posts and waits that
+// completes on a host transport deadlocks here): each pair of ranks has a lane, and a transfer
+// queues behind another on it only when that one was posted earlier on both sides; one that
+// the two ranks posted in different orders gets a lane of its own.
+//
+// Faults. No stream waits for ever: synchronize(rank, timeout) throws errc::timeout naming the
+// rank, the peer, the collective and step whose transfer has not come (a rank that never
+// issued its call, say); abort(reason) writes every flag a stream may wait on, so every stream
+// runs to its end, and poisons the world: every later post, wait and synchronize throws.
+#pragma once
+
+#include "weft/call.hpp"
+#include "weft/communicator.hpp"
+#include "weft/detail/bytes.hpp"
+#include "weft/detail/operation_pool.hpp"
+#include "weft/detail/request_handle.hpp"
+#include "weft/error.hpp"
+#include "weft/stream/flags.hpp"
+#include "weft/transport.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace weft::stream {
+
+// weft::stream::backend<B> — what a stream-ordered world needs of its device:
+//   1. streams (ordered queues of work) made and destroyed per device: make_stream(device),
+//      destroy_stream(s), and idle(s): true once everything enqueued on s has run;
+//   2. memory_on(device, s): the memory space whose copy, combine and allocation run on s;
+//   3. flags: allocate_flags(n) / free_flags(p, n) give 32-bit words streams and host both
+//      reach; write_flag(s, f, v) and wait_flag(s, f, v) enqueue "set *f = v" and "wait until
+//      *f reaches v" (weft/stream/flags.hpp's cyclic comparison);
+//   4. direct_access(reader, owner): a kernel on device `reader` can read `owner`'s memory.
+template <class B>
+concept backend = requires(B& b, typename B::stream_type s, int device, std::uint32_t* flag,
+                           std::uint32_t value, std::size_t n) {
+  { b.make_stream(device) } -> std::same_as<typename B::stream_type>;
+  { b.destroy_stream(s) };
+  { b.idle(s) } -> std::same_as<bool>;
+  { b.memory_on(device, s) } -> std::same_as<typename B::memory_type>;
+  { b.allocate_flags(n) } -> std::same_as<std::uint32_t*>;
+  { b.free_flags(flag, n) };
+  { b.write_flag(s, flag, value) };
+  { b.wait_flag(s, flag, value) };
+  { b.direct_access(device, device) } -> std::same_as<bool>;
+} && memory_space<typename B::memory_type>;
+
+namespace detail {
+
+// Which call a message belongs to, for the errors (weft::communicator tells it at each post).
+struct call_note {
+  collective kind = collective::sendrecv;
+  std::string_view algorithm;
+  int step = 0;
+};
+
+// One posted send or receive. It lives in the world's pool until it is both settled (its
+// transfer enqueued, or withdrawn) and released (its request dropped).
+struct operation {
+  int source = 0;
+  int destination = 0;
+  tag_t tag = 0;
+  const std::byte* send_data = nullptr;
+  std::byte* recv_data = nullptr;
+  std::size_t size = 0;
+  bool is_send = false;
+  std::optional<weft::detail::reducer> combine;  // a reducing receive's (a copy: the call may return first)
+  const std::byte* own = nullptr;
+  std::uint32_t posted = 0;  // the value the poster's "posted" flag takes at this post
+  flag_ticket done;          // shared by the two sides of a transfer
+  bool settled = false;
+  bool released = false;
+  bool waited = false;
+  bool failed = false;         // the two sides' sizes differ
+  std::size_t other_size = 0;  // the other side's size, when they differ
+  call_note note;
+};
+
+// A stream's wait for another rank, kept so a timed-out synchronize can say what it waits for.
+struct wait_record {
+  flag_ticket done;
+  int peer = 0;
+  bool is_send = false;
+  std::size_t size = 0;
+  call_note note;
+};
+
+}  // namespace detail
+
+template <backend Backend>
+class world;
+
+// One rank's endpoint (weft::transport, weft::reducing_transport). Used by one host thread at a
+// time, as a communicator is; several ranks' endpoints may be used from one thread.
+template <backend Backend>
+class transport {
+ public:
+  using memory_type = typename Backend::memory_type;
+  using request = weft::detail::request_handle<transport, detail::operation>;
+  // Collectives only enqueue: results are there once the stream is synchronized.
+  static constexpr bool stream_ordered = true;
+  static constexpr std::string_view tuning_key = Backend::tuning_key;
+
+  transport(world<Backend>* shared, int rank) : world_(shared), rank_(rank) {}
+
+  int rank() const { return rank_; }
+  int size() const { return world_->size(); }
+  memory_type& memory() { return world_->memory(rank_); }
+  world<Backend>& shared() { return *world_; }
+
+  request send(int peer, std::span<const std::byte> data, tag_t tag) {
+    weft::detail::check_peer(rank_, size(), peer, "send to");
+    return request(world_->post(true, rank_, peer, tag, data.data(), nullptr, data.size(), nullptr, nullptr), this);
+  }
+  request recv(int peer, std::span<std::byte> data, tag_t tag) {
+    weft::detail::check_peer(rank_, size(), peer, "receive from");
+    return request(world_->post(false, peer, rank_, tag, nullptr, data.data(), data.size(), nullptr, nullptr), this);
+  }
+  // target = combine(own, incoming), run by the transfer's lane straight from the send buffer.
+  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
+                      const weft::detail::reducer& combine) {
+    weft::detail::check_peer(rank_, size(), peer, "receive from");
+    return request(world_->post(false, peer, rank_, tag, nullptr, target.data(), target.size(), &combine, own.data()),
+                   this);
+  }
+
+  // Orders this rank's stream after the transfer and returns true at once (never blocks the
+  // host); throws when the two sides' sizes differ or the world was aborted.
+  bool wait(request& operation, deadline_clock::time_point) { return world_->enqueue_wait(rank_, operation.operation()); }
+  bool test(request& operation) { return world_->enqueue_wait(rank_, operation.operation()); }
+
+  // Told by weft::communicator before each post: the call the next messages belong to.
+  void note_call(collective kind, std::string_view algorithm, int step) { world_->note_call(rank_, {kind, algorithm, step}); }
+
+  // weft::communicator's tell_others: a rank that gave up poisons the world.
+  void abort(int, std::string_view reason) { world_->abort(std::string(reason)); }
+
+ private:
+  friend request;
+  void cancel(detail::operation* op) { world_->release(op); }
+
+  world<Backend>* world_;
+  int rank_;
+};
+
+template <backend Backend>
+class world {
+ public:
+  using stream_type = typename Backend::stream_type;
+  using memory_type = typename Backend::memory_type;
+
+  // One rank per entry of `devices` (a device may appear more than once: ranks sharing it).
+  // `streams`, when given (one per rank), are the caller's and stay alive while the world
+  // does; otherwise the world makes a stream per rank and destroys it at the end.
+  world(Backend backend, std::vector<int> devices, std::vector<stream_type> streams = {})
+      : backend_(std::move(backend)), flags_(backend_) {
+    if (devices.empty()) throw error(errc::invalid_argument, "a stream-ordered world needs at least one rank");
+    if (!streams.empty() && streams.size() != devices.size()) {
+      throw error(errc::invalid_argument, "a stream-ordered world of " + std::to_string(devices.size()) +
+                                              " ranks was given " + std::to_string(streams.size()) + " streams");
+    }
+    ranks_.reserve(devices.size());
+    try {
+      for (std::size_t i = 0; i < devices.size(); ++i) {
+        const bool own = streams.empty();
+        const stream_type s = own ? backend_.make_stream(devices[i]) : streams[i];
+        ranks_.push_back(std::make_unique<rank_state>(devices[i], s, own, backend_.memory_on(devices[i], s)));
+        ranks_.back()->posted = flags_.take_permanent();
+      }
+      for (std::size_t i = 0; i < devices.size(); ++i) endpoints_.emplace_back(this, static_cast<int>(i));
+      lanes_.resize(devices.size() * devices.size());
+    } catch (...) {
+      destroy_streams();
+      throw;
+    }
+  }
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+  // Waits (bounded) for every stream to finish what it was given, then frees them: destroying a
+  // world with work still enqueued would leave its streams waiting on flags that are gone.
+  ~world() {
+    abort_if_busy();
+    destroy_streams();
+  }
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  transport<Backend>& endpoint(int rank) { return endpoints_[static_cast<std::size_t>(rank)]; }
+  memory_type& memory(int rank) { return ranks_[static_cast<std::size_t>(rank)]->memory; }
+  stream_type stream(int rank) const { return ranks_[static_cast<std::size_t>(rank)]->stream; }
+  int device(int rank) const { return ranks_[static_cast<std::size_t>(rank)]->device; }
+  Backend& device_backend() { return backend_; }
+
+  // Waits until everything enqueued on `rank`'s stream has run. Throws errc::timeout after
+  // `timeout`, naming what the stream waits for. After an abort it also waits for every transfer
+  // still in flight (they may touch any rank's buffers), then throws what poisoned the world.
+  void synchronize(int rank, std::chrono::milliseconds timeout) {
+    rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
+    const auto deadline = deadline_clock::now() + timeout;
+    auto pause = std::chrono::microseconds(20);
+    while (!backend_.idle(r.stream)) {
+      if (deadline_clock::now() >= deadline) throw timed_out(rank, timeout);
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    }
+    if (aborted()) {
+      // The aborted streams no longer wait for their transfers: wait for every lane as well,
+      // so that the caller may free the buffers once this returns.
+      while (!lanes_idle()) {
+        if (deadline_clock::now() >= deadline) throw timed_out(rank, timeout);
+        std::this_thread::sleep_for(pause);
+      }
+    }
+    std::lock_guard lock(mutex_);
+    r.waits.clear();
+    refuse_if_aborted(rank);
+  }
+
+  // Releases every stream of the world (every flag a stream may wait on is written) and
+  // poisons it: later posts, waits and synchronizes throw errc::transport with `reason`.
+  // Results of the calls in flight are undefined; the streams still run to their end, so the
+  // caller synchronizes them before freeing buffers they use.
+  void abort(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    if (!aborted_) aborted_ = reason.empty() ? std::string("aborted by the caller") : reason;
+    flags_.release_all();
+    for (auto& r : ranks_) {
+      for (detail::operation* op : r->unmatched) settle(op, false);
+      r->unmatched.clear();
+    }
+  }
+
+  bool aborted() const {
+    std::lock_guard lock(mutex_);
+    return aborted_.has_value();
+  }
+
+ private:
+  friend class transport<Backend>;
+
+  struct lane {
+    stream_type stream;
+    memory_type memory;
+    flag_ticket last;  // the last transfer's done flag (a word that is never written: idle)
+    std::uint32_t sent_posted = 0;      // the last transfer's posts
+    std::uint32_t received_posted = 0;
+  };
+
+  struct rank_state {
+    rank_state(int d, stream_type s, bool own, memory_type m) : device(d), stream(s), owns_stream(own), memory(std::move(m)) {}
+    int device;
+    stream_type stream;
+    bool owns_stream;
+    memory_type memory;
+    flag_ticket posted;                      // written by this rank's stream at each post
+    std::deque<detail::operation*> unmatched; // sends to this rank and receives of this rank, not yet matched
+    std::deque<detail::wait_record> waits;  // this stream's waits on transfers, oldest first
+    detail::call_note note;
+  };
+
+  void note_call(int rank, detail::call_note note) {
+    std::lock_guard lock(mutex_);
+    ranks_[static_cast<std::size_t>(rank)]->note = note;
+  }
+
+  // Posts one side of a transfer from `source` to `destination`; `send_data` set for a send.
+  detail::operation* post(bool is_send, int source, int destination, tag_t tag, const std::byte* send_data,
+                          std::byte* recv_data, std::size_t size, const weft::detail::reducer* combine,
+                          const std::byte* own) {
+    std::lock_guard lock(mutex_);
+    const int poster = is_send ? source : destination;
+    refuse_if_aborted(poster);
+    rank_state& mine = *ranks_[static_cast<std::size_t>(poster)];
+    detail::operation* op = pool_.acquire();
+    *op = detail::operation{};
+    op->source = source;
+    op->destination = destination;
+    op->tag = tag;
+    op->send_data = send_data;
+    op->recv_data = recv_data;
+    op->size = size;
+    op->is_send = is_send;
+    if (combine != nullptr) op->combine.emplace(*combine);
+    op->own = own;
+    op->note = mine.note;
+    op->posted = ++mine.posted.value;
+    backend_.write_flag(mine.stream, mine.posted.word, op->posted);
+
+    // Both sides' queues live with the receiver; match the oldest of the other kind, same pair
+    // and tag (messages of one pair and tag match in posting order).
+    auto& queue = ranks_[static_cast<std::size_t>(destination)]->unmatched;
+    const auto other = std::find_if(queue.begin(), queue.end(), [&](const detail::operation* o) {
+      return o->is_send != is_send && o->source == source && o->tag == tag;
+    });
+    if (other == queue.end()) {
+      op->done = flags_.take();
+      queue.push_back(op);
+      return op;
+    }
+    detail::operation* partner = *other;
+    queue.erase(other);
+    op->done = partner->done;
+    detail::operation* sent = is_send ? op : partner;
+    detail::operation* received = is_send ? partner : op;
+    if (sent->size != received->size) {
+      sent->other_size = received->size;
+      received->other_size = sent->size;
+      sent->failed = received->failed = true;
+      aborted_ = mismatch_message(*op);
+      // The side that waits already must not wait for ever: its done flag is written now.
+      store_flag(op->done.word, op->done.value);
+      settle(partner, true);
+      settle(op, true);
+      throw error(errc::mismatch, mismatch_message(*op));
+    }
+    enqueue_transfer(*sent, *received);
+    settle(partner, true);
+    settle(op, true);
+    return op;
+  }
+
+  // The lane's work for a matched pair: wait for both posts, copy or combine, write done.
+  void enqueue_transfer(const detail::operation& sent, const detail::operation& received) {
+    rank_state& from = *ranks_[static_cast<std::size_t>(sent.source)];
+    rank_state& to = *ranks_[static_cast<std::size_t>(received.destination)];
+    lane& l = lane_for(sent, received, to.device);
+    if (&from != &to) {
+      backend_.wait_flag(l.stream, from.posted.word, sent.posted);
+      backend_.wait_flag(l.stream, to.posted.word, received.posted);
+    } else {  // a send to self: the later of the two posts
+      backend_.wait_flag(l.stream, to.posted.word, reached(sent.posted, received.posted) ? sent.posted : received.posted);
+    }
+    const std::size_t n = sent.size;
+    if (received.combine) {
+      std::span<std::byte> target(received.recv_data, n);
+      std::span<const std::byte> own(received.own, n);
+      if (backend_.direct_access(to.device, from.device)) {
+        received.combine->apply_in(l.memory, target, own, {sent.send_data, n});
+      } else if (n != 0) {  // the peer's memory is not readable from here: stage it on this device
+        std::byte* staged = l.memory.allocate(n);
+        l.memory.copy({staged, n}, {sent.send_data, n});
+        received.combine->apply_in(l.memory, target, own, {staged, n});
+        l.memory.deallocate(staged, n);
+      }
+    } else if (n != 0) {
+      l.memory.copy({received.recv_data, n}, {sent.send_data, n});
+    }
+    backend_.write_flag(l.stream, sent.done.word, sent.done.value);
+    l.last = sent.done;
+  }
+
+  // The lane for a transfer of the pair (sender, receiver): the pair's first lane that is idle,
+  // or whose last transfer was posted before this one on both sides (then whatever that one
+  // waits for, this one waits for too, and queueing behind it delays nothing); else a new lane.
+  // Transfers of a pair posted in order on both sides (the usual case) share one lane.
+  lane& lane_for(const detail::operation& sent, const detail::operation& received, int device) {
+    auto& mine = lanes_[static_cast<std::size_t>(sent.source) * ranks_.size() + static_cast<std::size_t>(received.destination)];
+    auto later = [](std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) > 0; };
+    for (auto& l : mine) {
+      if (l->last.word == nullptr || l->last.done() || (later(sent.posted, l->sent_posted) && later(received.posted, l->received_posted))) {
+        l->sent_posted = sent.posted;
+        l->received_posted = received.posted;
+        return *l;
+      }
+    }
+    const stream_type s = backend_.make_stream(device);
+    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, sent.posted, received.posted}));
+    return *mine.back();
+  }
+
+  bool enqueue_wait(int rank, detail::operation* op) {
+    std::lock_guard lock(mutex_);
+    if (op->failed) throw error(errc::mismatch, mismatch_message(*op));
+    refuse_if_aborted(rank);
+    if (op->waited) return true;
+    rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
+    backend_.wait_flag(r.stream, op->done.word, op->done.value);
+    op->waited = true;
+    while (!r.waits.empty() && r.waits.front().done.done()) r.waits.pop_front();
+    r.waits.push_back({op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
+    return true;
+  }
+
+  // The request is dropped. A posted side nobody waited for is withdrawn if still unmatched;
+  // one that was waited for stays queued (its stream waits on it) until its partner comes. A
+  // side dropped unwaited after its transfer was enqueued is waited for now, so that the
+  // poster's later work (freeing the buffer, say) comes after the transfer in stream order.
+  void release(detail::operation* op) {
+    std::lock_guard lock(mutex_);
+    op->released = true;
+    if (op->settled && !op->waited && !aborted_) {
+      rank_state& poster = *ranks_[static_cast<std::size_t>(op->is_send ? op->source : op->destination)];
+      backend_.wait_flag(poster.stream, op->done.word, op->done.value);
+      op->waited = true;
+    }
+    if (!op->settled && !op->waited) {
+      auto& queue = ranks_[static_cast<std::size_t>(op->destination)]->unmatched;
+      queue.erase(std::find(queue.begin(), queue.end(), op));
+      settle(op, false);
+      return;
+    }
+    if (op->settled) pool_.release(op);
+  }
+
+  // `op` needs no more matching: its transfer is enqueued (`written`) or will never be.
+  void settle(detail::operation* op, bool written) {
+    if (op->settled) return;
+    op->settled = true;
+    if (op->is_send || !written) flags_.give_back(op->done, written);  // one give-back per transfer
+    if (op->released) pool_.release(op);
+  }
+
+  void refuse_if_aborted(int rank) const {
+    if (aborted_) {
+      throw error(errc::transport, "rank " + std::to_string(rank) + ": this stream-ordered world was aborted (" +
+                                       *aborted_ + "); make a new one");
+    }
+  }
+
+  // The size disagreement `op` took part in, from its side.
+  static std::string mismatch_message(const detail::operation& op) {
+    const std::size_t sent = op.is_send ? op.size : op.other_size;
+    const std::size_t room = op.is_send ? op.other_size : op.size;
+    return "rank " + std::to_string(op.source) + " sends " + std::to_string(sent) + " bytes to rank " +
+           std::to_string(op.destination) + ", whose matching receive holds " + std::to_string(room) +
+           " bytes (" + std::string(to_string(op.note.kind)) + ", step " + std::to_string(op.note.step) +
+           " on rank " + std::to_string(op.is_send ? op.source : op.destination) +
+           "); the ranks made different calls, or with different counts";
+  }
+
+  error timed_out(int rank, std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mutex_);
+    rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
+    const std::string head = "rank " + std::to_string(rank) + " (device " + std::to_string(r.device) +
+                             "): its stream did not finish within " + std::to_string(timeout.count()) + " ms";
+    for (const auto& w : r.waits) {
+      if (w.done.done()) continue;
+      return error(errc::timeout,
+                   head + ": it waits for rank " + std::to_string(w.peer) + " to " +
+                       (w.is_send ? "receive " : "send ") + std::to_string(w.size) + " bytes (" +
+                       std::string(to_string(w.note.kind)) +
+                       (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) +
+                       ", step " + std::to_string(w.note.step) + "); rank " + std::to_string(w.peer) +
+                       " may not have issued " + std::string(to_string(w.note.kind)) +
+                       ", or issued another call; abort() releases the streams");
+    }
+    return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
+  }
+
+  bool lanes_idle() {
+    std::lock_guard lock(mutex_);
+    for (auto& mine : lanes_) {
+      for (auto& l : mine) {
+        if (!backend_.idle(l->stream)) return false;
+      }
+    }
+    return true;
+  }
+
+  // The destructor's bounded wait: streams with work left after 10 s are released by abort.
+  void abort_if_busy() noexcept {
+    const auto deadline = deadline_clock::now() + std::chrono::seconds(10);
+    auto busy = [&] {
+      for (auto& r : ranks_) {
+        if (!backend_.idle(r->stream)) return true;
+      }
+      for (auto& mine : lanes_) {
+        for (auto& l : mine) {
+          if (!backend_.idle(l->stream)) return true;
+        }
+      }
+      return false;
+    };
+    try {
+      while (busy()) {
+        if (deadline_clock::now() >= deadline) {
+          abort("the world was destroyed with work in flight");
+          while (busy()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    } catch (...) {  // a device error while draining: nothing more to wait for
+    }
+  }
+
+  void destroy_streams() noexcept {
+    for (auto& mine : lanes_) {
+      for (auto& l : mine) backend_.destroy_stream(l->stream);
+    }
+    lanes_.clear();
+    for (auto& r : ranks_) {
+      if (r->owns_stream) backend_.destroy_stream(r->stream);
+    }
+  }
+
+  Backend backend_;
+  mutable std::mutex mutex_;
+  flag_pool<Backend> flags_;
+  std::vector<std::unique_ptr<rank_state>> ranks_;
+  std::deque<transport<Backend>> endpoints_;
+  std::vector<std::vector<std::unique_ptr<lane>>> lanes_;  // per pair: sender * size + receiver
+  weft::detail::operation_pool<detail::operation> pool_;
+  std::optional<std::string> aborted_;
+};
+
+// Waits for `comm`'s stream (see world::synchronize).
+template <backend Backend>
+void synchronize(communicator<transport<Backend>>& comm, std::chrono::milliseconds timeout) {
+  auto& t = comm.underlying_transport();
+  t.shared().synchronize(t.rank(), timeout);
+}
+
+// Aborts the world `comm` belongs to (see world::abort).
+template <backend Backend>
+void abort(communicator<transport<Backend>>& comm, const std::string& reason = "aborted by the caller") {
+  comm.underlying_transport().shared().abort(reason);
+}
+
+}  // namespace weft::stream

@@ -1,0 +1,205 @@
+// The stream-ordered world (weft/stream/) on host streams: the protocol of weft's GPU path
+// (collectives that only enqueue, transfers matched on the host and run on lanes, flags, timed
+// synchronize, abort) checked on CPU threads, so it is tested on every machine.
+#include "../collective_cases.hpp"
+
+#include <weft/stream/host_streams.hpp>
+#include <weft/stream/world.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace weft_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+using backend = weft::stream::host_streams;
+using world_t = weft::stream::world<backend>;
+using stream_comm = weft::communicator<weft::stream::transport<backend>>;
+
+std::vector<stream_comm> communicators_of(world_t& ranks, weft::options settings = test_options()) {
+  std::vector<stream_comm> comms;
+  for (int i = 0; i < ranks.size(); ++i) comms.emplace_back(ranks.endpoint(i), settings);
+  return comms;
+}
+
+void synchronize_all(world_t& ranks) {
+  for (int i = 0; i < ranks.size(); ++i) ranks.synchronize(i, 60s);
+}
+
+// Seed 003's loop: one host thread issues the allreduce on every rank in turn, and nothing is
+// finished until each rank's stream is synchronized.
+template <class T, class Op, class Algorithm>
+void one_thread_allreduce(int p, std::size_t count, Op op, failures& sink) {
+  world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
+  auto comms = communicators_of(ranks);
+  auto generate = [](int rank, std::size_t i) { return from_int<T>(small_value(rank, i)); };
+  std::vector<std::vector<T>> send(static_cast<std::size_t>(p)), recv(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    send[static_cast<std::size_t>(r)] = values<T>(r, count);
+    recv[static_cast<std::size_t>(r)].assign(count, T{});
+  }
+  for (int r = 0; r < p; ++r) {
+    auto i = static_cast<std::size_t>(r);
+    weft::allreduce(comms[i], std::span<const T>(send[i]), std::span<T>(recv[i]), op, Algorithm{});
+  }
+  synchronize_all(ranks);
+  const auto want = reference<T>(p, count, op, generate);
+  for (int r = 0; r < p; ++r) {
+    check_bits<T>(sink, label<T>("one-thread allreduce", Algorithm::name, p, count, false, weft::op_name<Op>()), r,
+                  recv[static_cast<std::size_t>(r)], want);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("stream: one thread issues allreduce on every rank in turn (seed 003's loop)") {
+  failures sink;
+  for (int p = 1; p <= 5; ++p) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
+      for_each_algorithm<weft::ring, weft::double_binary_tree, weft::recursive_doubling, weft::recursive_halving,
+                         weft::direct, weft::automatic>([&](auto algorithm) {
+        using A = typename decltype(algorithm)::type;
+        one_thread_allreduce<float, weft::sum, A>(p, count, weft::sum{}, sink);
+      });
+    }
+  }
+  for_each_type<std::int8_t, std::uint16_t, std::int32_t, std::int64_t, double, weft::half, weft::bfloat16>(
+      [&](auto type) {
+        using T = typename decltype(type)::type;
+        one_thread_allreduce<T, weft::max, weft::ring>(4, 777, weft::max{}, sink);
+        one_thread_allreduce<T, weft::min, weft::recursive_halving>(3, 777, weft::min{}, sink);
+        one_thread_allreduce<T, weft::sum, weft::direct>(4, 777, weft::sum{}, sink);
+      });
+  one_thread_allreduce<float, weft::avg, weft::ring>(4, 999, weft::avg{}, sink);
+  one_thread_allreduce<std::uint32_t, weft::bxor, weft::double_binary_tree>(5, 999, weft::bxor{}, sink);
+  one_thread_allreduce<std::int64_t, weft::prod, weft::recursive_doubling>(3, 999, weft::prod{}, sink);
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("stream: every collective and algorithm, a host thread per rank") {
+  failures sink;
+  for (int p = 1; p <= 5; ++p) {
+    world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
+    auto comms = communicators_of(ranks);
+    const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p + 1), 1000};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < p; ++r) {
+      threads.emplace_back([&, r] { collective_slice(comms[static_cast<std::size_t>(r)], sink, counts); });
+    }
+    for (auto& thread : threads) thread.join();
+    synchronize_all(ranks);
+  }
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("stream: sends matched out of posting order do not deadlock the streams") {
+  // Rank 1 posts its receives x then y; rank 0 sends y, waits for it, then sends x. Issued from
+  // one thread, rank 0 first: every wait is enqueued before the other side has posted.
+  world_t ranks({}, {0, 0});
+  auto& t0 = ranks.endpoint(0);
+  auto& t1 = ranks.endpoint(1);
+  std::vector<int> x_out(1000, 7), y_out(1000, 9), x_in(1000, 0), y_in(1000, 0);
+  {
+    auto send_y = t0.send(1, std::as_bytes(std::span(y_out)), 2);
+    t0.wait(send_y, weft::deadline_clock::now());
+    auto send_x = t0.send(1, std::as_bytes(std::span(x_out)), 1);
+    t0.wait(send_x, weft::deadline_clock::now());
+    auto recv_x = t1.recv(0, std::as_writable_bytes(std::span(x_in)), 1);
+    auto recv_y = t1.recv(0, std::as_writable_bytes(std::span(y_in)), 2);
+    t1.wait(recv_x, weft::deadline_clock::now());
+    t1.wait(recv_y, weft::deadline_clock::now());
+  }
+  ranks.synchronize(0, 10s);
+  ranks.synchronize(1, 10s);
+  CHECK(x_in == x_out);
+  CHECK(y_in == y_out);
+}
+
+TEST_CASE("stream: a rank that never issues its call is named by synchronize's timeout; abort releases the streams") {
+  world_t ranks({}, {0, 0, 0});
+  auto comms = communicators_of(ranks);
+  std::vector<std::vector<float>> data(3, std::vector<float>(4096, 1.0f));
+  weft::allreduce(comms[0], std::span<float>(data[0]), weft::sum{}, weft::ring{});
+  weft::allreduce(comms[1], std::span<float>(data[1]), weft::sum{}, weft::ring{});
+  // rank 2 never issues its allreduce
+  std::string said;
+  try {
+    weft::stream::synchronize(comms[0], 300ms);
+  } catch (const weft::error& failure) {
+    CHECK(failure.code() == weft::errc::timeout);
+    said = failure.what();
+  }
+  INFO(said);
+  CHECK(said.find("rank 0") != std::string::npos);
+  CHECK(said.find("waits for rank") != std::string::npos);
+  CHECK(said.find("allreduce") != std::string::npos);
+  CHECK(said.find("algorithm ring") != std::string::npos);
+  CHECK(said.find("step") != std::string::npos);
+
+  weft::stream::abort(comms[1], "the job gave up on rank 2");
+  for (int r = 0; r < 3; ++r) {
+    std::string after;
+    try {
+      ranks.synchronize(r, 5s);  // drains (the flags were written) and reports the abort
+    } catch (const weft::error& failure) {
+      after = failure.what();
+      CHECK(failure.code() == weft::errc::transport);
+    }
+    INFO(after);
+    CHECK(after.find("aborted") != std::string::npos);
+    CHECK(after.find("the job gave up on rank 2") != std::string::npos);
+  }
+  CHECK_THROWS_AS(weft::allreduce(comms[2], std::span<float>(data[2]), weft::sum{}), weft::error);
+}
+
+TEST_CASE("stream: sizes that differ are a mismatch error, and the waiting side is released") {
+  world_t ranks({}, {0, 0});
+  auto& t0 = ranks.endpoint(0);
+  auto& t1 = ranks.endpoint(1);
+  std::vector<std::byte> small(8), large(16);
+  auto sent = t0.send(1, small, 5);
+  t0.wait(sent, weft::deadline_clock::now());
+  try {
+    auto received = t1.recv(0, large, 5);
+    FAIL("a receive of 16 bytes matched a send of 8");
+  } catch (const weft::error& failure) {
+    CHECK(failure.code() == weft::errc::mismatch);
+    CHECK(std::string(failure.what()).find("sends 8 bytes to rank 1") != std::string::npos);
+  }
+  CHECK_THROWS_AS(ranks.synchronize(0, 5s), weft::error);  // released, and told why
+}
+
+TEST_CASE("stream: split and check mode say they need a host-completing transport") {
+  world_t ranks({}, {0});
+  auto comms = communicators_of(ranks);
+  try {
+    auto half = comms[0].split(0, 0);
+    FAIL("split was made");
+  } catch (const weft::error& failure) {
+    CHECK(failure.code() == weft::errc::invalid_argument);
+    CHECK(std::string(failure.what()).find("completes on the host") != std::string::npos);
+  }
+  weft::options checking = test_options();
+  checking.check = true;
+  comms[0].set_settings(checking);
+  std::vector<float> data(4, 1.0f);
+  CHECK_THROWS_AS(weft::allreduce(comms[0], std::span<float>(data), weft::sum{}), weft::error);
+}
+
+TEST_CASE("stream: a world destroyed with a call still waiting ends (bounded), and frees its streams") {
+  const auto start = std::chrono::steady_clock::now();
+  {
+    world_t ranks({}, {0, 0});
+    auto comms = communicators_of(ranks);
+    std::vector<int> data(16, 1);
+    weft::allreduce(comms[0], std::span<int>(data), weft::sum{}, weft::ring{});  // rank 1 never comes
+    comms.clear();
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 60s);
+}

@@ -1,0 +1,75 @@
+// weft/transport/cuda/stream_operations.hpp — the driver's stream memory operations
+// (cuStreamWaitValue32, cuStreamWriteValue32), found at run time through the runtime's
+// cudaGetDriverEntryPointByVersion: a binary links cudart only, never the driver library, so
+// it starts on a machine without a driver and says so at the first call that needs one.
+#pragma once
+
+#include "weft/error.hpp"
+#include "weft/transport/cuda/runtime.hpp"
+
+#include <cuda.h>  // types and enums only: nothing here is linked against the driver
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace weft::cuda::detail {
+
+class stream_operations {
+ public:
+  // The driver's functions, resolved once per process. Throws weft::error(transport) when the
+  // runtime finds no driver, or a driver without them.
+  static const stream_operations& get() {
+    static const stream_operations resolved;
+    return resolved;
+  }
+
+  // Enqueues "wait until (int32_t)(*flag - value) >= 0" on `stream`.
+  void wait(cudaStream_t stream, const std::uint32_t* flag, std::uint32_t value) const {
+    checked(wait_(stream, address(flag), value, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+  }
+  // Enqueues "*flag = value" on `stream`, after the work before it is visible.
+  void write(cudaStream_t stream, std::uint32_t* flag, std::uint32_t value) const {
+    checked(write_(stream, address(flag), value, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+  }
+
+ private:
+  using wait_function = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  using write_function = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  static constexpr unsigned abi_version = 11070;  // the _v2 stream memory operations
+
+  stream_operations() {
+    wait_ = reinterpret_cast<wait_function>(resolve("cuStreamWaitValue32"));
+    write_ = reinterpret_cast<write_function>(resolve("cuStreamWriteValue32"));
+  }
+
+  static void* resolve(const char* symbol) {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    check(cudaGetDriverEntryPointByVersion(symbol, &function, abi_version, cudaEnableDefault, &found),
+          std::string("cudaGetDriverEntryPointByVersion(") + symbol + ")");
+    if (function == nullptr || found != cudaDriverEntryPointSuccess) {
+      throw error(errc::transport, std::string("the CUDA driver has no ") + symbol +
+                                       " (stream memory operations); weft's CUDA communicators need a driver "
+                                       "for CUDA 11.7 or later");
+    }
+    return function;
+  }
+
+  // Flags live in mapped pinned host memory: under unified addressing its host address is the
+  // address devices use.
+  static CUdeviceptr address(const std::uint32_t* flag) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(flag));
+  }
+
+  static void checked(CUresult status, const char* what) {
+    if (status != CUDA_SUCCESS) {
+      throw error(errc::transport, std::string(what) + " failed: CUresult " + std::to_string(static_cast<int>(status)));
+    }
+  }
+
+  wait_function wait_ = nullptr;
+  write_function write_ = nullptr;
+};
+
+}  // namespace weft::cuda::detail
