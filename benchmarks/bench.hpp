@@ -86,9 +86,13 @@ struct skipped {
   std::string why;
 };
 
-// The weft call a workload describes, on every rank.
-template <class Comm, class T, class Op, class Allocator>
-void call_weft(Comm& comm, workload<T, Op, Allocator>& work) {
+// The weft call a workload describes, on every rank. Work: a workload, or anything with its
+// element_type, op_type, collective, in_place, root, op, in, out and own_block() (the device
+// mirror of one in weft_bench_cuda.cu).
+template <class Comm, class Work>
+void call_weft(Comm& comm, Work& work) {
+  using T = typename Work::element_type;
+  using Op = typename Work::op_type;
   const int p = comm.size();
   const int r = comm.rank();
   const int root = work.root;

@@ -49,7 +49,7 @@ inline const std::vector<std::string>& op_names() {
 
 struct settings {
   std::string transport;  // empty: tcp when a launcher started this process, else inproc
-  int ranks = 0;          // inproc only; 0: 4
+  int ranks = 0;          // inproc and cuda; 0: 4
   std::string collective = "all";
   std::string algorithm = "automatic";
   std::string type = "float";
@@ -81,7 +81,7 @@ inline std::string joined(const std::vector<std::string>& names) {
 [[noreturn]] inline void usage(const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\n"
-               "usage: %s [--transport inproc|tcp|ofi|shm] [--ranks N (inproc)] [--collective NAME|all]\n"
+               "usage: %s [--transport inproc|tcp|ofi|shm|cuda] [--ranks N (inproc, cuda)] [--collective NAME|all]\n"
                "         [--algorithm NAME] [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [-n ITERS]\n"
                "         [-w WARMUP] [-c 0|1] [-d TYPE] [-o OP] [-r ROOT] [--json FILE] [--trace FILE]\n"
                "  collectives: %s\n  algorithms:  %s\n  types:       %s\n  ops:         %s\n"

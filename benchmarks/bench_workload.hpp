@@ -64,6 +64,8 @@ inline int broadcast_value(int root, std::size_t i) { return static_cast<int>((s
 // them (weft-bench and the comparison programs in compare/ share it).
 template <class T, class Op, class Allocator = std::allocator<T>>
 struct workload {
+  using element_type = T;
+  using op_type = Op;
   using vector = std::vector<T, Allocator>;
   std::string collective;
   std::size_t count = 0;  // the table's count column

@@ -4,12 +4,13 @@
 //   weft-run -n 4 weft-bench [--transport tcp]   one process per rank over TCP
 //   WEFT_OFI_PROVIDER=shm weft-run -n 4 weft-bench --transport ofi
 //   weft-run -n 4 weft-bench --transport shm     the ranks of one host through shared memory
+//   weft-bench --transport cuda [--ranks N]      N ranks on the GPUs of this process (nvcc builds)
 //   mpirun -n 4 -x WEFT_STORE=host:port weft-bench ...
 //
 // Flags follow nccl-tests (-b -e -f -n -w -c -d -o -r) plus --collective, --algorithm,
 // --transport and --json; `weft-bench --help` lists them. The table's conventions are in
 // bench.hpp. Exit status: 0 when every result was right, 1 when any was wrong or a call
-// failed, 2 for bad flags.
+// failed, 2 for bad flags, 77 when --transport cuda finds no GPU.
 #include "bench.hpp"
 
 #include <weft/bootstrap/environment.hpp>
@@ -24,6 +25,12 @@
 #include <weft/transport/shm.hpp>
 #endif
 
+#if WEFT_BENCH_CUDA
+namespace weft_bench {
+int run_cuda(const settings& options);  // weft_bench_cuda.cu
+}
+#endif
+
 namespace {
 
 const std::vector<std::string>& compiled_transports() {
@@ -36,6 +43,9 @@ const std::vector<std::string>& compiled_transports() {
 #endif
 #if WEFT_BENCH_SHM
                                                  "shm",
+#endif
+#if WEFT_BENCH_CUDA
+                                                 "cuda",
 #endif
   };
   return names;
@@ -73,8 +83,8 @@ int main(int argc, char** argv) {
     options.transport = weft::bootstrap::launcher_present() ? "tcp" : "inproc";
   }
   weft_bench::require_one_of("--transport", options.transport, compiled_transports());
-  if (options.transport != "inproc" && options.ranks != 0) {
-    weft_bench::usage("--ranks is for --transport inproc; with " + options.transport +
+  if (options.transport != "inproc" && options.transport != "cuda" && options.ranks != 0) {
+    weft_bench::usage("--ranks is for --transport inproc and cuda; with " + options.transport +
                       " the launcher sets the ranks (weft-run -n N)");
   }
   weft_bench::force_algorithm(options);
@@ -103,6 +113,9 @@ int main(int argc, char** argv) {
                                 job.endpoint().provider() + " on fabric " + job.endpoint().fabric();
       return run_session(job, options, "ofi", where);
     }
+#endif
+#if WEFT_BENCH_CUDA
+    if (options.transport == "cuda") return weft_bench::run_cuda(options);
 #endif
 #if WEFT_BENCH_SHM
     if (options.transport == "shm") {
