@@ -115,6 +115,18 @@ class failure_watch {
                                      " is lost (" + why_ + ")");
   }
 
+  // Called with the `failure` that ended the start-up, before rethrow_if_lost. When that is the
+  // store's connection ending (peer_lost: rank 0 went, likely because it heard of a lost rank
+  // and failed), the watch's own connection to the store carries the notice that came first, or
+  // ends too: wait for it (bounded), so that this rank names the rank the job lost first.
+  void await_notice(const error& failure) const {
+    if (failure.code() != errc::peer_lost) return;
+    const auto deadline = deadline_clock::now() + report_time;
+    while (active() && lost() < 0 && deadline_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
   // This rank saw `lost` lost: every rank's watch hears it (the first report of a job wins).
   void report(int lost, std::string_view why) {
     if (!active() || stopping_ || heard_) return;  // the job has its notice already

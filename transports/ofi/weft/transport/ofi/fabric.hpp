@@ -218,7 +218,8 @@ inline void engine::meet(bootstrap::store& meeting) {
   failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_);
   try {
     exchange_addresses(meeting);
-  } catch (const error&) {
+  } catch (const error& failure) {
+    failures_->await_notice(failure);
     if (failures_->lost() >= 0) forget_region_of(meeting, failures_->lost());
     failures_->rethrow_if_lost(who());
     throw;

@@ -136,7 +136,8 @@ inline void engine::meet(bootstrap::store& meeting) {
     }
     own_.forget_descriptor();
     if (settings_.cma_bytes != 0) probe_memory_reads();
-  } catch (const error&) {
+  } catch (const error& failure) {
+    failures_->await_notice(failure);
     failures_->rethrow_if_lost(who());
     throw;
   }

@@ -84,7 +84,8 @@ inline void engine::start_up(bootstrap::store& meeting) {
   failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_);
   try {
     meet(meeting);
-  } catch (const error&) {
+  } catch (const error& failure) {
+    failures_->await_notice(failure);
     failures_->rethrow_if_lost(who());
     throw;
   }
