@@ -86,13 +86,11 @@ void allreduce_case(int p, std::size_t count, Op op, const char* op_name, bool f
   }
   gpus.synchronize(60s);
   std::vector<T> want(count);
-  weft::host_memory host;
   for (std::size_t i = 0; i < count; ++i) {
     T v = value_for<T>(0, i, factors);
     for (int q = 1; q < p; ++q) v = static_cast<T>(op(v, value_for<T>(q, i, factors)));
     want[i] = weft::finalize(op, v, p);
   }
-  static_cast<void>(host);
   const std::string what = "allreduce " + std::string(Algorithm::name) + " " + type_name<T>() + " " + op_name +
                            " p=" + std::to_string(p) + " count=" + std::to_string(count);
   for (int r = 0; r < p; ++r) GPU_CHECK(same(recv[static_cast<std::size_t>(r)].get(), want), what + " rank " + std::to_string(r));

@@ -223,7 +223,6 @@ class world {
   memory_type& memory(int rank) { return ranks_[static_cast<std::size_t>(rank)]->memory; }
   stream_type stream(int rank) const { return ranks_[static_cast<std::size_t>(rank)]->stream; }
   int device(int rank) const { return ranks_[static_cast<std::size_t>(rank)]->device; }
-  Backend& device_backend() { return backend_; }
 
   // Waits until everything enqueued on `rank`'s stream has run. Throws errc::timeout after
   // `timeout`, naming what the stream waits for. After an abort it also waits for every transfer
@@ -498,12 +497,7 @@ class world {
       for (auto& r : ranks_) {
         if (!backend_.idle(r->stream)) return true;
       }
-      for (auto& mine : lanes_) {
-        for (auto& l : mine) {
-          if (!backend_.idle(l->stream)) return true;
-        }
-      }
-      return false;
+      return !lanes_idle();
     };
     try {
       while (busy()) {

@@ -48,9 +48,8 @@ class stream_backend {
 
   // Resolves the stream memory operations and enables peer access between `devices`.
   explicit stream_backend(const std::vector<int>& devices) : operations_(&detail::stream_operations::get()) {
-    for (int d : devices) devices_.push_back(d);
-    for (int reader : devices_) {
-      for (int owner : devices_) {
+    for (int reader : devices) {
+      for (int owner : devices) {
         if (reader == owner || peer(reader, owner)) continue;
         int can = 0;
         check(cudaDeviceCanAccessPeer(&can, reader, owner),
@@ -104,7 +103,6 @@ class stream_backend {
   }
 
   const detail::stream_operations* operations_;
-  std::vector<int> devices_;
   std::vector<std::pair<int, int>> peers_;  // (reader, owner) with peer access enabled
 };
 static_assert(weft::stream::backend<stream_backend>);
