@@ -18,6 +18,7 @@
 #include "weft/algorithms/direct.hpp"
 #include "weft/algorithms/dissemination.hpp"
 #include "weft/algorithms/double_binary_tree.hpp"
+#include "weft/algorithms/hierarchical.hpp"
 #include "weft/algorithms/pairwise.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/algorithms/recursive_halving.hpp"

@@ -7,12 +7,15 @@
 //     match each other's messages;
 //   - scratch memory in the transport's memory space, allocated on first need and reused;
 //   - options (timeout, chunk size, check mode) and error context: every wait has a deadline,
-//     and a timeout names this rank, the peer, the collective, the algorithm and the step.
+//     and a timeout names this rank, the peer, the collective, the algorithm and the step;
+//   - the host layout (weft/hosts.hpp) and the groups derived from it: the ranks of this host,
+//     the rails across hosts, and the cached groups hierarchical algorithms run their phases on.
 #pragma once
 
 #include "weft/call.hpp"
 #include "weft/detail/bytes.hpp"
 #include "weft/error.hpp"
+#include "weft/hosts.hpp"
 #include "weft/options.hpp"
 #include "weft/transport.hpp"
 #include "weft/tuning/cost_model.hpp"
@@ -67,6 +70,11 @@ class communicator {
     ranks_.resize(static_cast<std::size_t>(transport.size()));
     for (int i = 0; i < transport.size(); ++i) ranks_[static_cast<std::size_t>(i)] = i;
     rank_ = transport.rank();
+    if constexpr (requires(const T& t) { { t.hosts() } -> std::same_as<const host_layout*>; }) {
+      if (const host_layout* known = transport.hosts()) {
+        hosts_ = std::make_shared<const host_layout>(*known);
+      }
+    }
   }
 
   communicator(const communicator&) = delete;
@@ -374,13 +382,9 @@ class communicator {
       if (all[i][0] == color) members.push_back({all[i][1], static_cast<int>(i)});
     }
     std::sort(members.begin(), members.end());
-    communicator child(*transport_, settings_, derive_context(static_cast<std::uint32_t>(color)));
-    child.ranks_.clear();
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      child.ranks_.push_back(transport_rank(members[i][1]));
-      if (members[i][1] == rank_) child.rank_ = static_cast<int>(i);
-    }
-    return child;
+    std::vector<int> ranks;
+    for (const auto& member : members) ranks.push_back(member[1]);
+    return derived_group(ranks, derive_context(static_cast<std::uint32_t>(color)));
   }
 
   // A communicator with the same ranks and its own tag space. Every rank must call dup in the
@@ -390,10 +394,115 @@ class communicator {
     communicator child(*transport_, settings_, derive_context(0xffffffffu));
     child.ranks_ = ranks_;
     child.rank_ = rank_;
+    child.hosts_ = hosts_;
     return child;
   }
 
+  // ---- hosts ---------------------------------------------------------------------------------
+
+  // Which of this communicator's ranks share a host. Known from the transport where it knows
+  // (weft/hosts.hpp); otherwise learned the first time it is asked, by one exchange of host names
+  // among the ranks, so every rank must ask at the same point (as inside a collective call).
+  const host_layout& hosts() {
+    if (!hosts_) {
+      if (in_call_.load(std::memory_order_relaxed)) {
+        learn_hosts();
+      } else {
+        const auto scope = begin(collective::split, "direct");
+        learn_hosts();
+      }
+    }
+    return *hosts_;
+  }
+
+  // The layout if this communicator knows it already (no exchange), else null.
+  const host_layout* known_hosts() const { return hosts_.get(); }
+
+  // The ranks of this rank's host, in rank order. Every rank calls it (in the same order as
+  // split and dup); no message is exchanged once the layout is known.
+  communicator split_by_host() {
+    const host_layout& layout = hosts();
+    return derived_group(layout.ranks_on(layout.host_of(rank_)), derive_context(0x686f7374u));
+  }
+
+  // The rail of this rank: the ranks of every host whose place on their host is this rank's
+  // (local_index), in rank order. Every rank calls it, as split_by_host.
+  communicator split_by_rail() {
+    const host_layout& layout = hosts();
+    std::vector<int> rail;
+    for (int h = 0; h < layout.hosts(); ++h) {
+      const auto ranks = layout.ranks_on(h);
+      const auto index = static_cast<std::size_t>(layout.local_index(rank_));
+      if (index < ranks.size()) rail.push_back(ranks[index]);
+    }
+    return derived_group(rail, derive_context(0x7261696cu));
+  }
+
+  // The group of `members` (ranks of this communicator, ascending, this rank among them), kept
+  // for the next call that asks for the same members: how an algorithm runs a phase on part of
+  // the ranks (weft::hierarchical). Only the members call it; its tag space comes from the
+  // members, so no message is exchanged. Check mode is off in it (the call was checked here).
+  communicator& group(std::span<const int> members) {
+    for (auto& [ranks, kept] : groups_) {
+      if (std::ranges::equal(ranks, members)) return *kept;
+    }
+    std::uint32_t salt = 0x67727570u;
+    for (const int member : members) salt = salt * 0x01000193u ^ static_cast<std::uint32_t>(member);
+    auto made = std::make_unique<communicator>(derived_group(members, mix_context(salt)));
+    auto settings = made->settings();
+    settings.check = false;
+    made->set_settings(settings);
+    groups_.emplace_back(std::vector<int>(members.begin(), members.end()), std::move(made));
+    return *groups_.back().second;
+  }
+
+  // Adds what a phase run on a group (group()) did to this call's report.
+  void count_phase(const report& phase) {
+    step_ += phase.steps;
+    bytes_sent_ += phase.bytes_sent;
+  }
+
+  // A phase run on a group failed: this communicator fails with it (later calls refuse), and
+  // the message says in which collective and algorithm here the phase ran.
+  [[noreturn]] void fail_phase(const error& failure) {
+    fail(failure.code(), strip_prefix(failure.what()) + ", in " + where());
+  }
+
  private:
+  // A communicator of `members` (ranks here, in the order they take there) over this transport.
+  communicator derived_group(std::span<const int> members, std::uint32_t context) {
+    refuse_if_broken("a derived group");
+    communicator child(*transport_, settings_, context);
+    child.ranks_.clear();
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      child.ranks_.push_back(transport_rank(members[i]));
+      if (members[i] == rank_) child.rank_ = static_cast<int>(i);
+    }
+    if (hosts_) child.hosts_ = std::make_shared<const host_layout>(hosts_->restrict_to(members));
+    return child;
+  }
+
+  std::uint32_t mix_context(std::uint32_t salt) const {
+    std::uint64_t x = (std::uint64_t{context_} << 32) ^ salt;
+    x += 0x9e3779b97f4a7c15ull;  // splitmix64 finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    auto mixed = static_cast<std::uint32_t>(x);
+    return mixed == context_ ? mixed + 1 : mixed;
+  }
+
+  // One exchange of host names (their 64-bit digests) among the ranks, inside a call.
+  void learn_hosts() {
+    refuse_on_streams("learning the host layout");
+    const std::uint64_t mine = host_key(this_host());
+    const auto p = static_cast<std::size_t>(size());
+    std::vector<std::uint64_t> all(p);
+    std::vector<std::uint64_t> told(p, mine);
+    exchange(std::as_bytes(std::span(told)), std::as_writable_bytes(std::span(all)), sizeof(std::uint64_t));
+    hosts_ = std::make_shared<const host_layout>(host_layout::from_keys(std::span<const std::uint64_t>(all)));
+  }
+
   pending post_send(int peer, detail::const_bytes data, tag_t tag) {
     note_call();
     pending result;
@@ -450,13 +559,7 @@ class communicator {
 
   std::uint32_t derive_context(std::uint32_t salt) {
     ++derived_;
-    std::uint64_t x = (std::uint64_t{context_} << 32) ^ (std::uint64_t{derived_} << 16) ^ salt;
-    x += 0x9e3779b97f4a7c15ull;  // splitmix64 finaliser
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    auto derived = static_cast<std::uint32_t>(x);
-    return derived == context_ ? derived + 1 : derived;
+    return mix_context((derived_ << 16) ^ salt);
   }
 
   // Sends mine[j] to rank j and receives from rank i into all[i] (host memory, `each` bytes).
@@ -567,6 +670,8 @@ class communicator {
     swap(broken_, other.broken_);
     swap(broken_code_, other.broken_code_);
     swap(broken_message_, other.broken_message_);
+    swap(hosts_, other.hosts_);
+    swap(groups_, other.groups_);
   }
 
   T* transport_ = nullptr;
@@ -588,6 +693,8 @@ class communicator {
   std::atomic<bool> in_call_{false};  // a thread is inside a call (begin's call_scope)
   errc broken_code_ = errc::transport;
   std::string broken_message_;
+  std::shared_ptr<const host_layout> hosts_;  // null until known
+  std::vector<std::pair<std::vector<int>, std::unique_ptr<communicator>>> groups_;  // group()
 };
 
 }  // namespace weft

@@ -19,6 +19,14 @@ ofi        (with ofi_ranks) the libfabric transport on shm, tcp;ofi_rxm, sockets
            killed at start-up, before the others have met, on the same providers; a rank later
            than the timeout, on shm one killed while it copies a large message (holding its
            region's lock), an unknown provider
+hierarchical (with hierarchical_ranks) a tiered world, shared memory within each host and TCP
+           between hosts: hosts named by WEFT_HOST on this machine (2 x 2 ranks, interleaved),
+           then hosts as network namespaces joined by a bridge (2 x 2 interleaved, 3 hosts of
+           1, 2 and 3 ranks), every hierarchical collective against the reference, and a rank
+           killed on one host named by every survivor on every host (namespaces skipped where
+           they cannot be made)
+hierarchical-bench  (with hierarchical_ranks; not a test) hierarchical against flat allreduce on
+           2 hosts x 2 ranks whose links tc shapes (WEFT_BENCH_SHAPE, WEFT_BENCH_BYTES)
 shm        (with shm_ranks) the shared-memory transport: the slice on 2, 3, 4 and 8 processes
            under weft-run (and 3 under mpirun where installed), ranks killed mid-allreduce,
            mid-alltoall and mid-broadcast with the default timeout, one killed before the others
@@ -35,6 +43,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -609,6 +618,134 @@ def scenario_netns(ranks_program):
     return None
 
 
+def run_hosts(ranks_program, hosts, args, namespaces=None, store_address="127.0.0.1", timeout=300):
+    """Starts one process per entry of `hosts` (the host index of each rank), in that host's
+    namespace (or with WEFT_HOST naming it); returns {rank: (code, output)}."""
+    port = free_port()
+    processes = {}
+    for rank, host in enumerate(hosts):
+        extra = {"WEFT_STORE": "%s:%d" % (store_address, port), "WEFT_TIMEOUT_MS": "60000"}
+        command = [ranks_program] + args
+        if namespaces is None:
+            extra["WEFT_HOST"] = "host-%d" % host
+        else:
+            command = [shutil.which("ip"), "netns", "exec", namespaces[host]] + command
+        env = rank_environment(rank, len(hosts), port, 60000, extra)
+        processes[rank] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return collect(processes, timeout=timeout)
+
+
+def check_hierarchical(ranks_program, hosts, what, namespaces=None, store_address="127.0.0.1"):
+    started = time.monotonic()
+    results = run_hosts(ranks_program, hosts, ["slice"], namespaces, store_address)
+    took = time.monotonic() - started
+    layout = "%d host%s: %s ranks" % (len(set(hosts)), "s" if len(set(hosts)) > 1 else "",
+                                     " + ".join(str(hosts.count(h)) for h in sorted(set(hosts))))
+    for rank, (code, output) in sorted(results.items()):
+        check(code == 0 and ("hierarchical slice ok on %d ranks (%s; within a host shm, between hosts tcp)"
+                             % (len(hosts), layout)) in output,
+              "%s: rank %d passes every hierarchical collective (%.1f s)" % (what, rank, took), output)
+    return results
+
+
+def check_hierarchical_kill(ranks_program, hosts, victim, what, namespaces=None, store_address="127.0.0.1"):
+    results = run_hosts(ranks_program, hosts, ["kill", str(victim)], namespaces, store_address, timeout=120)
+    for rank, (code, output) in sorted(results.items()):
+        if rank == victim:
+            check(code == -signal.SIGKILL, "%s: rank %d was killed" % (what, rank), output)
+        else:
+            check(code == 0 and "detected: " in output,
+                  "%s: rank %d (host %d) names the killed rank %d" % (what, rank, hosts[rank], victim), output)
+
+
+class host_namespaces:
+    """`count` network namespaces on one bridge (198.18.1.1, .2, ...), as hosts; `shape` (a tc
+    qdisc and its arguments, e.g. "netem rate 1gbit delay 50us") shapes each host's link. Falsy when they cannot be made
+    (`reason` says why); deleted on exit."""
+
+    def __init__(self, count, shape=None):
+        self.ip = shutil.which("ip")
+        tag = "%x" % (os.getpid() & 0xffff)
+        self.names = ["weft-h%d-%s" % (h, tag) for h in range(count)]
+        self.switch = "weft-sw-" + tag
+        self.reason = None
+        if self.ip is None or os.geteuid() != 0:
+            self.reason = "network namespaces need root and iproute2 (ip)"
+            return
+        ip = self.ip
+        setup = [[ip, "netns", "add", self.switch], [ip, "-n", self.switch, "link", "add", "br0", "type", "bridge"],
+                 [ip, "-n", self.switch, "link", "set", "br0", "up"]]
+        for h, namespace in enumerate(self.names):
+            host_end, switch_end = "wh%d%s" % (h, tag), "ws%d%s" % (h, tag)
+            setup += [[ip, "netns", "add", namespace],
+                      [ip, "link", "add", host_end, "type", "veth", "peer", "name", switch_end],
+                      [ip, "link", "set", host_end, "netns", namespace], [ip, "link", "set", switch_end, "netns", self.switch],
+                      [ip, "-n", self.switch, "link", "set", switch_end, "master", "br0"],
+                      [ip, "-n", self.switch, "link", "set", switch_end, "up"],
+                      [ip, "-n", namespace, "addr", "add", "198.18.1.%d/24" % (h + 1), "dev", host_end],
+                      [ip, "-n", namespace, "link", "set", host_end, "up"], [ip, "-n", namespace, "link", "set", "lo", "up"]]
+            if shape:
+                setup.append([ip, "netns", "exec", namespace, "tc", "qdisc", "add", "dev", host_end, "root"] + shape.split())
+        for step in setup:
+            result = subprocess.run(step, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if result.returncode != 0:
+                self.reason = "cannot build the namespaces (%s: %s)" % (" ".join(step[1:]), result.stdout.strip())
+                return
+
+    def __bool__(self):
+        return self.reason is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        if self.ip is not None:
+            for namespace in self.names + [self.switch]:
+                subprocess.run([self.ip, "netns", "del", namespace], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def scenario_hierarchical(ranks_program):
+    # Hosts named by WEFT_HOST: the ranks of a "host" meet through shared memory, all through TCP.
+    check_hierarchical(ranks_program, [0, 1, 0, 1], "WEFT_HOST, 2 hosts x 2 ranks (interleaved)")
+    check_hierarchical_kill(ranks_program, [0, 0, 1, 1], 3, "WEFT_HOST, 2 x 2, rank 3 killed")
+    with host_namespaces(3) as hosts:
+        if not hosts:
+            print("SKIP: %s; hosts as namespaces were not tested here" % hosts.reason)
+            return None
+        store = "198.18.1.1"
+        check_hierarchical(ranks_program, [0, 1, 0, 1], "namespaces, 2 hosts x 2 ranks (interleaved)", hosts.names, store)
+        check_hierarchical(ranks_program, [0, 1, 1, 2, 2, 2], "namespaces, 3 hosts of 1, 2 and 3 ranks", hosts.names, store)
+        check_hierarchical_kill(ranks_program, [0, 0, 1, 1], 2, "namespaces, 2 x 2, rank 2 killed", hosts.names, store)
+    return None
+
+
+def scenario_hierarchical_bench(ranks_program):
+    """Not a test: 2 hosts x 2 ranks whose links are shaped (WEFT_BENCH_SHAPE, a tc qdisc and its
+    arguments; default "netem rate 1gbit delay 50us", where the kernel has netem, else "tbf rate
+    1gbit burst 256kb latency 20ms": the rate alone), allreduce of each of WEFT_BENCH_BYTES (default 1, 4, 16 and
+    64 MiB), hierarchical against the flat algorithms, alternating (hierarchical_ranks bench)."""
+    shapes = [os.environ["WEFT_BENCH_SHAPE"]] if os.environ.get("WEFT_BENCH_SHAPE") else \
+        ["netem rate 1gbit delay 50us", "tbf rate 1gbit burst 256kb latency 20ms"]
+    sizes = os.environ.get("WEFT_BENCH_BYTES", "1048576,4194304,16777216,67108864").split(",")
+    for shape in shapes:
+        hosts = host_namespaces(2, shape)
+        if hosts:
+            break
+        print("(%s)" % hosts.reason)
+        hosts.__exit__()
+    with hosts:
+        if not hosts:
+            print("SKIP: %s" % hosts.reason)
+            return SKIP
+        print("2 hosts x 2 ranks, each host's link shaped by tc: %s" % shape)
+        for size in sizes:
+            results = run_hosts(ranks_program, [0, 0, 1, 1], ["bench", size], hosts.names, "198.18.1.1", timeout=1800)
+            code, output = results[0]
+            print(output.strip())
+            check(all(result[0] == 0 for result in results.values()), "bench %s ran on every rank" % size, output)
+    return None
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -631,6 +768,10 @@ def main():
         outcome = scenario_mpirun(ranks_program)
     elif scenario == "netns":
         outcome = scenario_netns(ranks_program)
+    elif scenario == "hierarchical":
+        outcome = scenario_hierarchical(ranks_program)
+    elif scenario == "hierarchical-bench":
+        outcome = scenario_hierarchical_bench(ranks_program)
     else:
         print("unknown scenario " + scenario)
         return 2

@@ -14,6 +14,7 @@
 #include "weft/algorithms/direct.hpp"
 #include "weft/algorithms/dissemination.hpp"
 #include "weft/algorithms/double_binary_tree.hpp"
+#include "weft/algorithms/hierarchical.hpp"
 #include "weft/algorithms/pairwise.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/algorithms/recursive_halving.hpp"
@@ -34,7 +35,8 @@ namespace weft::detail {
 
 using builtin_algorithms =
     algorithm_list<ring, double_binary_tree, recursive_doubling, recursive_halving, binomial_tree,
-                   bruck, pairwise, dissemination, direct>;
+                   bruck, pairwise, dissemination, direct, hierarchical<ring, ring>,
+                   hierarchical<binomial_tree, binomial_tree>>;
 
 template <class T>
 constexpr std::string_view type_name() {

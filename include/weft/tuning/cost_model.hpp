@@ -24,6 +24,8 @@ struct cost {
 
 // The cost an algorithm states for a collective it does not implement: never the cheapest.
 inline constexpr cost unsupported{1e30, 0, 0};
+// An estimate that is never the cheapest (an algorithm that cannot help this call).
+inline constexpr double never = 1e300;
 
 struct link_constants {
   std::string_view transport;
@@ -100,6 +102,14 @@ template <class Transport>
 constexpr const link_constants& constants_of() {
   if constexpr (requires { Transport::tuning_key; }) return constants_for(Transport::tuning_key);
   else return constants_for("default");
+}
+
+// The rows of a transport's two tiers (weft::tiered): the node-local one (T::local_tuning_key)
+// and the network (T::tuning_key). A transport with one tier has the same row for both.
+template <class Transport>
+constexpr const link_constants& local_constants_of() {
+  if constexpr (requires { Transport::local_tuning_key; }) return constants_for(Transport::local_tuning_key);
+  else return constants_of<Transport>();
 }
 
 constexpr double estimate_us(const cost& c, const link_constants& k) {

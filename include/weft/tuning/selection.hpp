@@ -96,10 +96,17 @@ report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
       [&] {
         if constexpr (runs<Algorithms, Call, Comm>) {
           if (wanted.empty()) {
-            const double estimate = tuning::estimate_us(
-                Algorithms::cost(Call::kind, comm.size(), static_cast<double>(call.message_bytes()),
-                                 static_cast<double>(comm.pipeline_bytes(Call::kind))),
-                constants);
+            const double bytes = static_cast<double>(call.message_bytes());
+            double estimate = 0;
+            if constexpr (requires { Algorithms::estimate_us(comm, Call::kind, bytes, constants, constants); }) {
+              // An algorithm of two tiers (weft::hierarchical) costs each with its own row.
+              estimate = Algorithms::estimate_us(
+                  comm, Call::kind, bytes, tuning::local_constants_of<typename Comm::transport_type>(), constants);
+            } else {
+              estimate = tuning::estimate_us(
+                  Algorithms::cost(Call::kind, comm.size(), bytes, static_cast<double>(comm.pipeline_bytes(Call::kind))),
+                  constants);
+            }
             if (estimate < best) {
               best = estimate;
               chosen = index;

@@ -20,6 +20,7 @@
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
+#include "weft/hosts.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
 
@@ -145,6 +146,8 @@ class basic_transport {
   int rank() const { return rank_; }
   int size() const { return world_->size(); }
   Memory& memory() { return world_->memory(); }
+  // The host layout the world was given (hosts as groups of threads), else null.
+  const host_layout* hosts() const { return world_->hosts(); }
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
     check_peer(peer, "send to");
@@ -384,6 +387,13 @@ class world {
     for (int i = 0; i < size; ++i) ranks_.push_back(std::make_unique<detail::rank_state>());
   }
 
+  // A world of hosts.size() ranks that says which of them share a host, as if the threads were
+  // processes on several hosts: what hierarchical collectives are tested on.
+  explicit world(const host_layout& hosts, Memory memory = {}) : world(hosts.size(), std::move(memory)) {
+    hosts_ = hosts;
+  }
+  const host_layout* hosts() const { return hosts_.empty() ? nullptr : &hosts_; }
+
   int size() const { return static_cast<int>(ranks_.size()); }
   Memory& memory() { return memory_; }
   basic_transport<Memory> endpoint(int rank) { return basic_transport<Memory>(this, rank); }
@@ -412,6 +422,7 @@ class world {
 
  private:
   Memory memory_;
+  host_layout hosts_;
   std::vector<std::unique_ptr<detail::rank_state>> ranks_;
   std::atomic<int> failed_{-1};
   mutable std::mutex failure_mutex_;

@@ -57,6 +57,7 @@ namespace weft::ofi {
 class transport {
  public:
   static constexpr std::string_view tuning_key = "ofi";
+  using config_type = config;
 
   // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
   using request = weft::detail::request_handle<detail::engine, detail::operation>;

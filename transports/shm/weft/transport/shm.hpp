@@ -30,6 +30,7 @@ namespace weft::shm {
 class transport {
  public:
   static constexpr std::string_view tuning_key = "shm";
+  using config_type = config;
 
   // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
   using request = weft::detail::request_handle<detail::engine, detail::operation>;
@@ -61,6 +62,9 @@ class transport {
     return engine_->wait(operation.operation(), deadline);
   }
   bool test(request& operation) { return engine_->test(operation.operation()); }
+  // Moves this rank's sends and receives as far as they go without blocking; throws peer_lost
+  // once the job has heard a rank is lost (what a second transport's waits call: weft::tiered).
+  void progress() { engine_->poll(); }
 
   // Called by the communicator when one of its waits fails: every rank hears of it.
   void abort(int culprit, std::string_view reason) {

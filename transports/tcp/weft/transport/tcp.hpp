@@ -66,6 +66,7 @@ namespace weft::tcp {
 class transport {
  public:
   static constexpr std::string_view tuning_key = "tcp";
+  using config_type = config;
 
   // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
   using request = weft::detail::request_handle<detail::engine, detail::operation>;
@@ -91,6 +92,9 @@ class transport {
     return engine_->wait(operation.operation(), deadline);
   }
   bool test(request& operation) { return engine_->test(operation.operation()); }
+  // Moves every connection's sends and receives as far as they go without blocking; throws
+  // peer_lost once this rank knows a rank is lost (what a second transport's waits call: weft::tiered).
+  void progress() { engine_->progress(); }
 
   // Tells every rank that `culprit` failed: their pending and later waits throw peer_lost naming
   // it. The communicator calls it when one of its waits fails, so no rank waits out its timeout.

@@ -9,12 +9,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace weft::shm {
 
 struct config {
   std::string prefix = "weft";  // store keys start with it
   std::string secret;           // a peer must present it to be handed this rank's region
+  // The rank of the job each rank here is, for messages, when these ranks are one host of a
+  // larger job (weft::tiered); empty: the ranks are the job's.
+  std::vector<int> job_ranks;
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};  // the whole start-up
   std::size_t slot_bytes = std::size_t{64} << 10;  // payload of one slot
   std::size_t slots = 16;                          // slots per pair and direction

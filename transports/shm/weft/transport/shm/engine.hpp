@@ -148,6 +148,13 @@ class engine : public weft::detail::retiring<engine> {
     return finished(op);
   }
 
+  // Moves what can move without blocking; throws peer_lost once the job has heard a rank is lost.
+  void poll() {
+    progress();
+    const int lost = failures_ ? failures_->lost() : -1;
+    if (lost >= 0) throw error(errc::peer_lost, who() + ": rank " + name(lost) + " is lost (" + failures_->why() + ")");
+  }
+
   // The request is gone: a receive not yet matched and a send not yet begun are withdrawn; a
   // send part-way keeps its remaining bytes and goes on; a receive part-way reads the rest of
   // its message into nothing.
@@ -181,10 +188,15 @@ class engine : public weft::detail::retiring<engine> {
   bool finished(operation* op);
   void fail(operation* op, errc code, std::string why);
   void complete(operation* op);
-  std::string who() const { return "rank " + std::to_string(rank_); }
+  // Rank `rank` as the job numbers it (config::job_ranks).
+  std::string name(int rank) const {
+    const auto& job = settings_.job_ranks;
+    return std::to_string(job.empty() ? rank : job[static_cast<std::size_t>(rank)]);
+  }
+  std::string who() const { return "rank " + name(rank_); }
   std::string direction(const operation* op) const {
     return who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
-           std::to_string(op->peer);
+           name(op->peer);
   }
   void release(operation* op) {
     op->state = status::idle;

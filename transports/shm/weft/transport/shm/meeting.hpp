@@ -94,7 +94,7 @@ inline void engine::meet(bootstrap::store& meeting) {
         store_gone = true;
       }
       if (!value) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
+        missing += (missing.empty() ? "" : ", ") + name(peer);
         continue;
       }
       std::vector<std::string> field;
@@ -102,24 +102,24 @@ inline void engine::meet(bootstrap::store& meeting) {
       for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
         field.push_back(value->substr(start, bar - start));
       field.push_back(value->substr(start));
-      if (field.size() != 6) throw error(errc::transport, "shm transport: rank " + std::to_string(peer) + " published '" + *value + "'");
+      if (field.size() != 6) throw error(errc::transport, "shm transport: rank " + name(peer) + " published '" + *value + "'");
       if (field[0] != identity) {
         throw error(errc::invalid_argument,
-                    "shm transport: " + who() + " runs on host " + here + " and rank " + std::to_string(peer) +
+                    "shm transport: " + who() + " runs on host " + here + " and rank " + name(peer) +
                         " on host " + field[1] + " (or in another network namespace): the shm transport joins "
                         "the ranks of one host; between hosts use the tcp or ofi transport");
       }
       if (field[3] != std::to_string(shape_.slots) || field[4] != std::to_string(shape_.slot_bytes) ||
           field[5] != std::to_string(shape_.pool_bytes)) {
         throw error(errc::invalid_argument,
-                    "shm transport: rank " + std::to_string(peer) + " has " + field[3] + " slots of " + field[4] +
+                    "shm transport: rank " + name(peer) + " has " + field[3] + " slots of " + field[4] +
                         " bytes and a pool of " + field[5] + " bytes, " + who() + " " + std::to_string(shape_.slots) +
                         " of " + std::to_string(shape_.slot_bytes) + " and " + std::to_string(shape_.pool_bytes) +
                         ": WEFT_SHM_SLOTS, WEFT_SHM_SLOT_BYTES and WEFT_SHM_POOL_BYTES must be the same on every rank");
       }
       auto link = fetch_region(field[2], settings_.secret, peer, deadline);
       if (link.region.bytes() != shape_.total()) {
-        throw error(errc::transport, "shm transport: rank " + std::to_string(peer) + "'s region has " +
+        throw error(errc::transport, "shm transport: rank " + name(peer) + "'s region has " +
                                          std::to_string(link.region.bytes()) + " bytes, not " +
                                          std::to_string(shape_.total()));
       }

@@ -170,7 +170,7 @@ inline operation* engine::match(int peer, tag_t tag, std::size_t total, bool& po
   op->matched = true;
   if (op->size == total) return op;
   fail(op, errc::mismatch,
-       who() + " expected " + std::to_string(op->size) + " bytes from rank " + std::to_string(peer) +
+       who() + " expected " + std::to_string(op->size) + " bytes from rank " + name(peer) +
            " but the message has " + std::to_string(total) + " bytes (tag " + std::to_string(tag) + ")");
   return nullptr;
 }
@@ -338,7 +338,7 @@ inline void engine::deliver_early(operation* op, early_message& message) {
   }
   if (op->size != message.total) {
     fail(op, errc::mismatch,
-         who() + " expected " + std::to_string(op->size) + " bytes from rank " + std::to_string(op->peer) +
+         who() + " expected " + std::to_string(op->size) + " bytes from rank " + name(op->peer) +
              " but the message has " + std::to_string(message.total) + " bytes (tag " + std::to_string(op->tag) + ")");
     return;
   }
@@ -436,12 +436,12 @@ inline bool engine::finished(operation* op) {
         fail(op, errc::peer_lost,
              direction(op) + (state.ended ? ": its process (pid " + std::to_string(state.link.pid) +
                                                 ") ended: it exited, crashed or was killed"
-                                          : ": rank " + std::to_string(op->peer) + " closed its transport"));
+                                          : ": rank " + name(op->peer) + " closed its transport"));
       }
     }
   }
   if (lost >= 0 && op->state == status::posted) {
-    fail(op, errc::peer_lost, direction(op) + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")");
+    fail(op, errc::peer_lost, direction(op) + ": rank " + name(lost) + " is lost (" + failures_->why() + ")");
   }
   if (op->state == status::done) return true;
   if (op->state == status::failed) throw error(op->code, op->failure);

@@ -187,6 +187,8 @@ class engine : public weft::detail::retiring<engine> {
     }
   }
 
+  // Moves what can move without blocking; throws peer_lost once a rank is known lost (tcp/failure.hpp).
+  void progress();
   // Tells every connected rank that `culprit` failed (tcp/failure.hpp).
   void abort(int culprit, std::string_view reason);
 

@@ -59,6 +59,24 @@ inline bool engine::finished(operation* op) {
   return false;
 }
 
+// Moves what can move without blocking; throws peer_lost once this rank knows a rank of the job
+// is lost (or that the others count this one as lost), as every wait would.
+inline void engine::progress() {
+  io_.restart();
+  io_.poll();
+  if (!given_up_reason_.empty()) {
+    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + ": the other ranks count this rank as lost (" +
+                                     given_up_reason_ + "); it was stopped or slower than their timeout");
+  }
+  int lost = lost_rank_;
+  std::string why = lost_reason_;
+  if (lost < 0 && failures_ && failures_->lost() >= 0 && failures_->lost() != rank_) {
+    lost = failures_->lost();
+    why = failures_->why();
+  }
+  if (lost >= 0) throw error(errc::peer_lost, "rank " + std::to_string(rank_) + ": rank " + std::to_string(lost) + " is lost (" + why + ")");
+}
+
 // Tells every connected rank that `culprit` failed (their waits then throw peer_lost naming
 // it), and fails this rank's own pending requests the same way. The notices are written before
 // this returns (for up to notice_time): one may wait behind the tail of a data frame a peer is
