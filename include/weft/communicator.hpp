@@ -310,82 +310,19 @@ class communicator {
     return post_recv(peer, data, user_tag(tag));
   }
 
-  // Check mode: every rank states its call; each compares with the others, and all ranks throw
-  // the same errc::mismatch when anything differs. For v-collectives, send_counts[j] (what this
-  // rank sends to j) must equal rank j's recv_counts[this rank].
-  void check_call(const call_signature& mine, std::span<const std::size_t> send_counts = {},
-                  std::span<const std::size_t> recv_counts = {}) {
-    refuse_on_streams("check mode (WEFT_CHECK)");
-    struct statement {
-      call_signature signature;
-      std::uint64_t count_for_you;
-    };
-    const auto p = static_cast<std::size_t>(size());
-    std::vector<statement> told(p);
-    std::vector<statement> mine_to(p);
-    for (std::size_t j = 0; j < p; ++j) {
-      mine_to[j] = {mine, send_counts.empty() ? 0 : send_counts[j]};
-    }
-    exchange(std::as_bytes(std::span(mine_to)), std::as_writable_bytes(std::span(told)),
-             sizeof(statement));
-
-    std::string verdict;
-    for (std::size_t i = 1; i < p && verdict.empty(); ++i) {
-      if (!told[i].signature.same_call(told[0].signature)) {
-        verdict = "rank 0 called " + told[0].signature.describe() + " but rank " +
-                  std::to_string(i) + " called " + told[i].signature.describe();
-      }
-    }
-    for (std::size_t i = 0; i < p && verdict.empty() && !recv_counts.empty(); ++i) {
-      if (told[i].count_for_you != recv_counts[i]) {
-        verdict = "in " + std::string(to_string(mine.kind)) + " rank " + std::to_string(i) +
-                  " sends " + std::to_string(told[i].count_for_you) + " elements to rank " +
-                  std::to_string(rank_) + ", which expects " + std::to_string(recv_counts[i]);
-      }
-    }
-    // Second round: share verdicts so every rank throws the same message.
-    struct finding {
-      std::array<char, 256> text;
-    };
-    std::vector<finding> found(p);
-    std::vector<finding> mine_found(p);
-    for (auto& entry : mine_found) call_signature::copy_text(entry.text.data(), 256, verdict);
-    exchange(std::as_bytes(std::span(mine_found)), std::as_writable_bytes(std::span(found)),
-             sizeof(finding));
-    for (const auto& entry : found) {
-      if (entry.text[0] != '\0') {
-        throw error(errc::mismatch, std::string(entry.text.data()) +
-                                        "; every rank must make the same collective calls, in the "
-                                        "same order, with matching arguments");
-      }
-    }
+  // Sends mine[j] to rank j and receives from rank i into all[i] (host memory, `each` bytes),
+  // inside the call in progress: how ranks compare their calls (check mode,
+  // weft/detail/check_mode.hpp), split, and learn the host layout.
+  void exchange_statements(detail::const_bytes mine, detail::bytes all, std::size_t each) {
+    refuse_on_streams("an exchange on the host (check mode, split, the host layout)");
+    exchange(mine, all, each);
   }
 
   // ---- derived communicators -----------------------------------------------------------------
 
   // Collective over this communicator: ranks with the same color form a new communicator,
   // ordered by key (ties by rank here). color must be >= 0.
-  communicator split(int color, int key) {
-    if (color < 0) {
-      throw error(errc::invalid_argument,
-                  describe_rank() + ": split color must be >= 0, got " + std::to_string(color));
-    }
-    refuse_on_streams("split");
-    const auto scope = begin(collective::split, "direct");
-    const auto p = static_cast<std::size_t>(size());
-    std::vector<std::array<int, 2>> all(p);
-    std::vector<std::array<int, 2>> mine(p, std::array<int, 2>{color, key});
-    exchange(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all)),
-             sizeof(std::array<int, 2>));
-    std::vector<std::array<int, 2>> members;  // (key, parent rank)
-    for (std::size_t i = 0; i < p; ++i) {
-      if (all[i][0] == color) members.push_back({all[i][1], static_cast<int>(i)});
-    }
-    std::sort(members.begin(), members.end());
-    std::vector<int> ranks;
-    for (const auto& member : members) ranks.push_back(member[1]);
-    return derived_group(ranks, derive_context(static_cast<std::uint32_t>(color)));
-  }
+  communicator split(int color, int key);
 
   // A communicator with the same ranks and its own tag space. Every rank must call dup in the
   // same order; no message is exchanged.
@@ -403,58 +340,24 @@ class communicator {
   // Which of this communicator's ranks share a host. Known from the transport where it knows
   // (weft/hosts.hpp); otherwise learned the first time it is asked, by one exchange of host names
   // among the ranks, so every rank must ask at the same point (as inside a collective call).
-  const host_layout& hosts() {
-    if (!hosts_) {
-      if (in_call_.load(std::memory_order_relaxed)) {
-        learn_hosts();
-      } else {
-        const auto scope = begin(collective::split, "direct");
-        learn_hosts();
-      }
-    }
-    return *hosts_;
-  }
+  const host_layout& hosts();
 
   // The layout if this communicator knows it already (no exchange), else null.
   const host_layout* known_hosts() const { return hosts_.get(); }
 
   // The ranks of this rank's host, in rank order. Every rank calls it (in the same order as
   // split and dup); no message is exchanged once the layout is known.
-  communicator split_by_host() {
-    const host_layout& layout = hosts();
-    return derived_group(layout.ranks_on(layout.host_of(rank_)), derive_context(0x686f7374u));
-  }
+  communicator split_by_host();
 
   // The rail of this rank: the ranks of every host whose place on their host is this rank's
   // (local_index), in rank order. Every rank calls it, as split_by_host.
-  communicator split_by_rail() {
-    const host_layout& layout = hosts();
-    std::vector<int> rail;
-    for (int h = 0; h < layout.hosts(); ++h) {
-      const auto ranks = layout.ranks_on(h);
-      const auto index = static_cast<std::size_t>(layout.local_index(rank_));
-      if (index < ranks.size()) rail.push_back(ranks[index]);
-    }
-    return derived_group(rail, derive_context(0x7261696cu));
-  }
+  communicator split_by_rail();
 
   // The group of `members` (ranks of this communicator, ascending, this rank among them), kept
   // for the next call that asks for the same members: how an algorithm runs a phase on part of
   // the ranks (weft::hierarchical). Only the members call it; its tag space comes from the
   // members, so no message is exchanged. Check mode is off in it (the call was checked here).
-  communicator& group(std::span<const int> members) {
-    for (auto& [ranks, kept] : groups_) {
-      if (std::ranges::equal(ranks, members)) return *kept;
-    }
-    std::uint32_t salt = 0x67727570u;
-    for (const int member : members) salt = salt * 0x01000193u ^ static_cast<std::uint32_t>(member);
-    auto made = std::make_unique<communicator>(derived_group(members, mix_context(salt)));
-    auto settings = made->settings();
-    settings.check = false;
-    made->set_settings(settings);
-    groups_.emplace_back(std::vector<int>(members.begin(), members.end()), std::move(made));
-    return *groups_.back().second;
-  }
+  communicator& group(std::span<const int> members);
 
   // Adds what a phase run on a group (group()) did to this call's report.
   void count_phase(const report& phase) {
@@ -470,17 +373,7 @@ class communicator {
 
  private:
   // A communicator of `members` (ranks here, in the order they take there) over this transport.
-  communicator derived_group(std::span<const int> members, std::uint32_t context) {
-    refuse_if_broken("a derived group");
-    communicator child(*transport_, settings_, context);
-    child.ranks_.clear();
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      child.ranks_.push_back(transport_rank(members[i]));
-      if (members[i] == rank_) child.rank_ = static_cast<int>(i);
-    }
-    if (hosts_) child.hosts_ = std::make_shared<const host_layout>(hosts_->restrict_to(members));
-    return child;
-  }
+  communicator derived_group(std::span<const int> members, std::uint32_t context);
 
   std::uint32_t mix_context(std::uint32_t salt) const {
     std::uint64_t x = (std::uint64_t{context_} << 32) ^ salt;
@@ -493,15 +386,7 @@ class communicator {
   }
 
   // One exchange of host names (their 64-bit digests) among the ranks, inside a call.
-  void learn_hosts() {
-    refuse_on_streams("learning the host layout");
-    const std::uint64_t mine = host_key(this_host());
-    const auto p = static_cast<std::size_t>(size());
-    std::vector<std::uint64_t> all(p);
-    std::vector<std::uint64_t> told(p, mine);
-    exchange(std::as_bytes(std::span(told)), std::as_writable_bytes(std::span(all)), sizeof(std::uint64_t));
-    hosts_ = std::make_shared<const host_layout>(host_layout::from_keys(std::span<const std::uint64_t>(all)));
-  }
+  void learn_hosts();
 
   pending post_send(int peer, detail::const_bytes data, tag_t tag) {
     note_call();
@@ -698,3 +583,5 @@ class communicator {
 };
 
 }  // namespace weft
+
+#include "weft/detail/communicator_groups.hpp"

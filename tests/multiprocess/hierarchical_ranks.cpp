@@ -7,6 +7,8 @@
 //               ranks (layout)" and what weft::automatic chose for a large allreduce
 //   kill V      rank V kills itself (SIGKILL) in the middle of a stream of hierarchical
 //               allreduces; every other rank must get an error naming rank V
+//   network-only  the same job built with weft::no_local_transport: the ranks of a host talk over
+//               TCP; rank 0 says so once; hierarchical and automatic allreduce still pass
 //   bench B     allreduce of B bytes (float sum): hierarchical(ring,ring) against flat ring and
 //               the other flat algorithms, alternating, 5 rounds; prints busbw per algorithm
 #include "../collective_cases.hpp"
@@ -70,6 +72,24 @@ int slice(job_type& job) {
   return 0;
 }
 
+// Without a node-local transport: every message over TCP, the layout still known.
+int network_only() {
+  using network_job = weft::tiered_session<weft::no_local_transport, weft::tcp::transport>;
+  auto job = network_job::from_environment();
+  auto& comm = job.comm();
+  weft_test::failures sink;
+  for (const std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
+    weft_test::allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false, weft::sum{}, false);
+    weft_test::allreduce_case<float, weft::sum, weft::automatic>(comm, sink, count, true, weft::sum{}, false);
+  }
+  if (!sink.empty()) {
+    std::cout << "network-only failed: " << sink.summary() << std::endl;
+    return 1;
+  }
+  std::cout << "network-only ok on " << comm.size() << " ranks (" << job.endpoint().describe() << ")" << std::endl;
+  return 0;
+}
+
 int kill(job_type& job, int victim) {
   auto& comm = job.comm();
   std::vector<float> data(std::size_t{3} << 16, 1.0f);
@@ -130,11 +150,12 @@ int bench(job_type& job, std::size_t bytes) {
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "slice";
   try {
+    if (scenario == "network-only") return network_only();
     auto job = job_type::from_environment();
     if (scenario == "slice") return slice(job);
     if (scenario == "kill" && argc > 2) return kill(job, std::stoi(argv[2]));
     if (scenario == "bench" && argc > 2) return bench(job, std::stoull(argv[2]));
-    std::cerr << "usage: " << argv[0] << " slice | kill RANK | bench BYTES" << std::endl;
+    std::cerr << "usage: " << argv[0] << " slice | network-only | kill RANK | bench BYTES" << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -20,7 +20,8 @@ ofi        (with ofi_ranks) the libfabric transport on shm, tcp;ofi_rxm, sockets
            than the timeout, on shm one killed while it copies a large message (holding its
            region's lock), an unknown provider
 hierarchical (with hierarchical_ranks) a tiered world, shared memory within each host and TCP
-           between hosts: hosts named by WEFT_HOST on this machine (2 x 2 ranks, interleaved),
+           between hosts: hosts named by WEFT_HOST on this machine (2 x 2 ranks, interleaved;
+           and 2 + 1 ranks with no node-local transport, over TCP alone),
            then hosts as network namespaces joined by a bridge (2 x 2 interleaved, 3 hosts of
            1, 2 and 3 ranks), every hierarchical collective against the reference, and a rank
            killed on one host named by every survivor on every host (namespaces skipped where
@@ -708,6 +709,12 @@ def scenario_hierarchical(ranks_program):
     # Hosts named by WEFT_HOST: the ranks of a "host" meet through shared memory, all through TCP.
     check_hierarchical(ranks_program, [0, 1, 0, 1], "WEFT_HOST, 2 hosts x 2 ranks (interleaved)")
     check_hierarchical_kill(ranks_program, [0, 0, 1, 1], 3, "WEFT_HOST, 2 x 2, rank 3 killed")
+    results = run_hosts(ranks_program, [0, 0, 1], ["network-only"])
+    said = "no node-local transport is compiled in: the ranks of each host talk over tcp (2 hosts: 2 + 1 ranks)"
+    for rank, (code, output) in sorted(results.items()):
+        check(code == 0 and "network-only ok on 3 ranks" in output and output.count(said) == (1 if rank == 0 else 0),
+              "no node-local transport, 2 hosts of 2 and 1 ranks: rank %d passes over tcp alone%s"
+              % (rank, ", saying so once" if rank == 0 else ""), output)
     with host_namespaces(3) as hosts:
         if not hosts:
             print("SKIP: %s; hosts as namespaces were not tested here" % hosts.reason)

@@ -319,3 +319,37 @@ TEST_CASE("hierarchical: a tiered world of two in-process transports, one per ho
   CHECK(sink.empty());
   CHECK(described[0] == "3 hosts: 2 + 3 + 1 ranks; within a host inproc, between hosts inproc");
 }
+
+TEST_CASE("hierarchical: a tiered world without a node-local transport sends everything over the network",
+          "[hierarchical]") {
+  const int per_host[] = {2, 2};
+  const auto layout = weft::host_layout::blocks(per_host);
+  using tiers = weft::tiered<weft::no_local_transport, weft::inproc::transport>;
+  static_assert(weft::reducing_transport<tiers>);
+  weft::inproc::world<> network(layout.size());
+  failures sink;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < layout.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        tiers endpoint(layout, network.endpoint(r));
+        weft::communicator<tiers> comm(endpoint, test_options(512));
+        if (endpoint.is_local(r ^ 1)) sink.add("a peer of the same host counted as node-local without a local tier");
+        for (const std::size_t count : {std::size_t{1}, std::size_t{1000}}) {
+          allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false, weft::sum{}, false);
+          allreduce_case<float, weft::sum, weft::automatic>(comm, sink, count, false, weft::sum{}, false);
+          broadcast_case<float, trees>(comm, sink, count, 3);
+        }
+        if (endpoint.describe() != "2 hosts: 2 + 2 ranks; within a host inproc, between hosts inproc") {
+          sink.add("describe: " + endpoint.describe());
+        }
+      } catch (const std::exception& failure) {
+        sink.add("rank " + std::to_string(r) + " threw: " + failure.what());
+        network.abort(r, failure.what());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}

@@ -21,6 +21,7 @@
 #include "weft/algorithms/ring.hpp"
 #include "weft/communicator.hpp"
 #include "weft/detail/bytes.hpp"
+#include "weft/detail/check_mode.hpp"
 #include "weft/ops.hpp"
 #include "weft/transport.hpp"
 #include "weft/tuning/selection.hpp"
@@ -116,7 +117,7 @@ struct reduction_call {
   std::size_t message_bytes() const { return Kind == collective::reduce ? in.size() : out.size(); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(message_bytes() / combine->element_size(), algorithm, root));
+    check_call(comm, describe(message_bytes() / combine->element_size(), algorithm, root));
   }
 };
 
@@ -147,7 +148,7 @@ struct broadcast_call : movement_call_base {
   std::size_t message_bytes() const { return data.size(); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(kind, data.size() / element_size, root, algorithm));
+    check_call(comm, describe(kind, data.size() / element_size, root, algorithm));
   }
 };
 
@@ -162,7 +163,7 @@ struct allgather_call : movement_call_base {
   std::size_t message_bytes() const { return in.size(); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(kind, in.size() / element_size, -1, algorithm));
+    check_call(comm, describe(kind, in.size() / element_size, -1, algorithm));
   }
 };
 
@@ -185,7 +186,7 @@ struct allgatherv_call : movement_call_base {
     // rank i sends counts_i[i] elements to everyone; rank j expects counts_j[i] from rank i
     // (a vector of its own: index slots 4 and 5 hold this call's displacements)
     std::vector<std::size_t> expected(counts.size(), counts[static_cast<std::size_t>(comm.rank())]);
-    comm.check_call(describe(kind, out.size() / element_size, -1, algorithm),
+    check_call(comm, describe(kind, out.size() / element_size, -1, algorithm),
                     std::span<const std::size_t>(expected), counts);
   }
 };
@@ -201,7 +202,7 @@ struct alltoall_call : movement_call_base {
   std::size_t message_bytes() const { return in.size(); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(kind, in.size() / element_size, -1, algorithm));
+    check_call(comm, describe(kind, in.size() / element_size, -1, algorithm));
   }
 };
 
@@ -223,7 +224,7 @@ struct alltoallv_call : movement_call_base {
   std::size_t message_bytes() const { return 0; }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(kind, 0, -1, algorithm), in_counts, out_counts);
+    check_call(comm, describe(kind, 0, -1, algorithm), in_counts, out_counts);
   }
 };
 
@@ -241,7 +242,7 @@ struct gather_call : movement_call_base {
   std::size_t message_bytes() const { return in.size(); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(kind, in.size() / element_size, root, algorithm));
+    check_call(comm, describe(kind, in.size() / element_size, root, algorithm));
   }
 };
 
@@ -259,7 +260,7 @@ struct scatter_call : movement_call_base {
   std::size_t message_bytes() const { return out.size(); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(kind, out.size() / element_size, root, algorithm));
+    check_call(comm, describe(kind, out.size() / element_size, root, algorithm));
   }
 };
 
@@ -272,7 +273,7 @@ struct barrier_call : movement_call_base {
   std::size_t message_bytes() const { return 0; }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    comm.check_call(describe(kind, 0, -1, algorithm));
+    check_call(comm, describe(kind, 0, -1, algorithm));
   }
 };
 

@@ -68,7 +68,7 @@ class tiered_session {
       Local within(index, count, count > 1 ? meeting_.get() : nullptr, local);
       transport_ = std::make_unique<transport_type>(std::move(layout), std::move(across), std::move(within));
     } else {
-      if (where.rank == 0 && !layout.flat() && layout.largest_host() > 1) {
+      if (where.rank == 0 && layout.largest_host() > 1) {
         std::fprintf(stderr, "weft: no node-local transport is compiled in: the ranks of each host talk over %s (%s)\n",
                      std::string(detail::tuning_key_of<Network>()).c_str(), layout.describe().c_str());
       }

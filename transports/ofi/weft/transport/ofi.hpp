@@ -99,6 +99,9 @@ class transport {
     return engine_->wait(operation.operation(), deadline);
   }
   bool test(request& operation) { return engine_->test(operation.operation()); }
+  // Reads the completion queue once (and retries deferred posts); throws peer_lost once the job
+  // has heard a rank is lost (what a second transport's waits call: weft::tiered).
+  void progress() { engine_->poll(); }
 
   // Called by the communicator when one of its waits fails: every rank hears of it through the
   // bootstrap store, not the fabric (sending to a dead peer is not safe on every provider), and

@@ -133,6 +133,14 @@ class engine : public weft::detail::retiring<engine> {
     return finished(op);
   }
 
+  // Reads the completion queue once; throws peer_lost once the job has heard a rank is lost.
+  void poll() {
+    progress();
+    if (const int lost = job_lost(); lost >= 0) {
+      throw error(errc::peer_lost, who() + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")");
+    }
+  }
+
   // The request is gone: take the operation back from the fabric, or let it finish on the
   // transport's own where its buffer is only ever read.
   void cancel(operation* op) {
