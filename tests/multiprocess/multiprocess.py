@@ -27,7 +27,7 @@ hierarchical (with hierarchical_ranks) a tiered world, shared memory within each
            killed on one host named by every survivor on every host (namespaces skipped where
            they cannot be made)
 hierarchical-bench  (with hierarchical_ranks; not a test) hierarchical against flat allreduce on
-           2 hosts x 2 ranks whose links tc shapes (WEFT_BENCH_SHAPE, WEFT_BENCH_BYTES)
+           2 hosts x 2 ranks whose links tc shapes (WEFT_BENCH_SHAPE, WEFT_BENCH_BYTES, WEFT_BENCH_HOSTS)
 shm        (with shm_ranks) the shared-memory transport: the slice on 2, 3, 4 and 8 processes
            under weft-run (and 3 under mpirun where installed), ranks killed mid-allreduce,
            mid-alltoall and mid-broadcast with the default timeout, one killed before the others
@@ -727,13 +727,14 @@ def scenario_hierarchical(ranks_program):
 
 
 def scenario_hierarchical_bench(ranks_program):
-    """Not a test: 2 hosts x 2 ranks whose links are shaped (WEFT_BENCH_SHAPE, a tc qdisc and its
+    """Not a test: 2 hosts x 2 ranks (WEFT_BENCH_HOSTS, the host of each rank: 0,0,1,1) whose links are shaped (WEFT_BENCH_SHAPE, a tc qdisc and its
     arguments; default "netem rate 1gbit delay 50us", where the kernel has netem, else "tbf rate
     1gbit burst 256kb latency 20ms": the rate alone), allreduce of each of WEFT_BENCH_BYTES (default 1, 4, 16 and
     64 MiB), hierarchical against the flat algorithms, alternating (hierarchical_ranks bench)."""
     shapes = [os.environ["WEFT_BENCH_SHAPE"]] if os.environ.get("WEFT_BENCH_SHAPE") else \
         ["netem rate 1gbit delay 50us", "tbf rate 1gbit burst 256kb latency 20ms"]
     sizes = os.environ.get("WEFT_BENCH_BYTES", "1048576,4194304,16777216,67108864").split(",")
+    placement = [int(h) for h in os.environ.get("WEFT_BENCH_HOSTS", "0,0,1,1").split(",")]
     for shape in shapes:
         hosts = host_namespaces(2, shape)
         if hosts:
@@ -744,9 +745,9 @@ def scenario_hierarchical_bench(ranks_program):
         if not hosts:
             print("SKIP: %s" % hosts.reason)
             return SKIP
-        print("2 hosts x 2 ranks, each host's link shaped by tc: %s" % shape)
+        print("2 hosts x 2 ranks (host of each rank: %s), each host's link shaped by tc: %s" % (placement, shape))
         for size in sizes:
-            results = run_hosts(ranks_program, [0, 0, 1, 1], ["bench", size], hosts.names, "198.18.1.1", timeout=1800)
+            results = run_hosts(ranks_program, placement, ["bench", size], hosts.names, "198.18.1.1", timeout=1800)
             code, output = results[0]
             print(output.strip())
             check(all(result[0] == 0 for result in results.values()), "bench %s ran on every rank" % size, output)
