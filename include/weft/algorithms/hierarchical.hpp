@@ -112,6 +112,14 @@ inline int position_of(std::span<const int> ranks, int rank) {
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
 }
 
+// What the two-tier allreduce (and reduce_scatter) needs of its tiers.
+template <class Intra, class Inter, class Comm>
+concept tiers_reduce = requires(Comm& c, const_bytes i, bytes o, const reducer& f, layout b) {
+  Intra::reduce_scatter(c, i, o, f);
+  Intra::allgatherv(c, i, o, b);
+  Inter::allreduce(c, i, o, f);
+};
+
 // Elements per block when `count` is cut into `parts` equal blocks (the last ones may be short).
 inline std::size_t block_elements(std::size_t count, std::size_t parts) { return (count + parts - 1) / parts; }
 
@@ -123,12 +131,7 @@ struct hierarchical {
   static constexpr bool keeps_rank_order = false;
 
   template <class Comm>
-    requires requires(Comm& c, detail::const_bytes i, detail::bytes o, const detail::reducer& f,
-                      detail::layout b) {
-      Intra::reduce_scatter(c, i, o, f);
-      Intra::allgatherv(c, i, o, b);
-      Inter::allreduce(c, i, o, f);
-    }
+    requires detail::tiers_reduce<Intra, Inter, Comm>
   static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer& combine) {
     if (out.empty()) return;  // every rank has the same count
     const host_layout& layout = comm.hosts();
@@ -190,12 +193,7 @@ struct hierarchical {
   }
 
   template <class Comm>
-    requires requires(Comm& c, detail::const_bytes i, detail::bytes o, const detail::reducer& f,
-                      detail::layout b) {
-      Intra::reduce_scatter(c, i, o, f);
-      Intra::allgatherv(c, i, o, b);
-      Inter::allreduce(c, i, o, f);
-    }
+    requires detail::tiers_reduce<Intra, Inter, Comm>
   static void reduce_scatter(Comm& comm, detail::const_bytes in, detail::bytes out,
                              const detail::reducer& combine) {
     // The whole reduced vector needs memory of its own: the allreduce uses this call's scratch.
