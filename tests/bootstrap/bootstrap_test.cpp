@@ -3,6 +3,7 @@
 #include "../scoped_environment.hpp"
 
 #include <weft/bootstrap/environment.hpp>
+#include <weft/bootstrap/failure_watch.hpp>
 #include <weft/bootstrap/file_store.hpp>
 #include <weft/bootstrap/rendezvous.hpp>
 #include <weft/bootstrap/tcp_store.hpp>
@@ -10,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -322,4 +325,126 @@ TEST_CASE("two jobs in one store directory meet apart", "[bootstrap][store]") {
     CHECK(odd.filename().string().starts_with("job-.._a_b-"));
   }
   std::filesystem::remove_all(directory);
+}
+
+namespace {
+
+// A store that breaks as a crashed rank 0's does: it greets its clients and acknowledges their
+// requests, and ends a connection without a word when it is asked to wait for a key.
+class breaking_store {
+ public:
+  breaking_store() : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~breaking_store() {
+    stopping_ = true;
+    boost::system::error_code ignored;
+    boost::asio::ip::tcp::socket poke(io_);
+    poke.connect(acceptor_.local_endpoint(), ignored);  // wakes the accept
+    thread_.join();
+    for (auto& client : clients_) client.join();
+  }
+  unsigned short port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  void serve() {
+    while (!stopping_) {
+      auto socket = std::make_shared<boost::asio::ip::tcp::socket>(io_);
+      boost::system::error_code failure;
+      acceptor_.accept(*socket, failure);
+      if (failure || stopping_) return;
+      clients_.emplace_back([socket] { answer(*socket); });
+    }
+  }
+  static std::uint32_t u32(const unsigned char* bytes) {
+    return std::uint32_t{bytes[0]} | std::uint32_t{bytes[1]} << 8 | std::uint32_t{bytes[2]} << 16 |
+           std::uint32_t{bytes[3]} << 24;
+  }
+  static void answer(boost::asio::ip::tcp::socket& socket) {
+    boost::system::error_code failure;
+    unsigned char hello[16];
+    boost::asio::read(socket, boost::asio::buffer(hello), failure);
+    std::vector<unsigned char> secret(u32(hello + 12));
+    boost::asio::read(socket, boost::asio::buffer(secret), failure);
+    const unsigned char yes = 1;
+    boost::asio::write(socket, boost::asio::buffer(&yes, 1), failure);
+    while (!failure) {
+      unsigned char head[9];
+      boost::asio::read(socket, boost::asio::buffer(head), failure);
+      std::vector<unsigned char> body(std::size_t{u32(head + 1)} + u32(head + 5));
+      boost::asio::read(socket, boost::asio::buffer(body), failure);
+      if (failure || head[0] == 2) break;  // a get: the store "crashes"
+      boost::asio::write(socket, boost::asio::buffer(&yes, 1), failure);
+    }
+    socket.close(failure);
+  }
+
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::thread> clients_;  // the serving thread's
+  std::thread thread_;
+};
+
+// The rank a watch reports lost within 5 s, -1 when none.
+int heard_lost(const weft::bootstrap::failure_watch& watch) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (watch.lost() < 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  return watch.lost();
+}
+
+}  // namespace
+
+TEST_CASE("a store that closes in order tells its waiting ranks, which do not take it for a failure",
+          "[bootstrap][store]") {
+  auto server = std::make_unique<weft::bootstrap::tcp_store_server>("127.0.0.1", 0, "s");
+  weft::bootstrap::tcp_store waiting("127.0.0.1", server->port(), "s", weft::deadline_clock::now() + 5s);
+  weft::bootstrap::tcp_store meeting("127.0.0.1", server->port(), "s", weft::deadline_clock::now() + 5s);
+  // Rank 1 of a job whose store rank 0 serves, and rank 0 of a node-local tier that rank 0 is
+  // not part of (it would otherwise name its own rank 0).
+  weft::bootstrap::failure_watch job(meeting, "job", 1, 0);
+  weft::bootstrap::failure_watch local(meeting, "job/host-1", 0, -1);
+  std::optional<std::string> answer;
+  std::string failure;
+  std::thread get([&] {
+    try {
+      answer = waiting.get("never", weft::deadline_clock::now() + 30s);
+    } catch (const weft::error& e) {
+      failure = e.what();
+    }
+  });
+  std::this_thread::sleep_for(100ms);  // parked
+  const auto start = std::chrono::steady_clock::now();
+  server.reset();
+  get.join();
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK_FALSE(answer);
+  CHECK_THAT(failure, Catch::Contains("closed: the job ended"));
+  CHECK(waiting.closed_in_order());
+  std::this_thread::sleep_for(300ms);
+  CHECK(job.lost() == -1);
+  CHECK(local.lost() == -1);
+}
+
+TEST_CASE("a store that breaks is rank 0 lost, named as the watching transport numbers it", "[bootstrap][store]") {
+  breaking_store broken;
+  auto connect = [&] { return weft::bootstrap::tcp_store("127.0.0.1", broken.port(), "s", weft::deadline_clock::now() + 5s); };
+  SECTION("the job's transport: rank 0") {
+    auto meeting = connect();
+    weft::bootstrap::failure_watch watch(meeting, "job", 1, 0);
+    CHECK(heard_lost(watch) == 0);
+    CHECK_THAT(watch.why(), Catch::Contains("went away") && Catch::Contains("rank 0 exited, crashed or was killed"));
+  }
+  SECTION("a node-local tier where the job's rank 0 is its rank 2") {
+    auto meeting = connect();
+    weft::bootstrap::failure_watch watch(meeting, "job/host-0", 1, 2);
+    CHECK(heard_lost(watch) == 2);
+  }
+  SECTION("a node-local tier without the job's rank 0: left to the other tier") {
+    auto meeting = connect();
+    weft::bootstrap::failure_watch watch(meeting, "job/host-1", 0, -1);
+    std::this_thread::sleep_for(300ms);
+    CHECK(watch.lost() == -1);
+    CHECK(watch.active());
+  }
 }

@@ -67,6 +67,21 @@ int slice(job_type& job) {
   }
   std::vector<float> large(std::size_t{4} << 20, 1.0f);
   const auto chosen = weft::allreduce(comm, std::span<float>(large), weft::sum{});
+  // Rank 0 serves the bootstrap store and leaves first (its process ends as this returns); the
+  // ranks of the other hosts go on within their host, which must not take the store's orderly
+  // close for the loss of a rank.
+  auto host = comm.split_by_host();
+  const auto& layout = comm.hosts();
+  if (layout.host_of(comm.rank()) != layout.host_of(0)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::vector<std::int32_t> ones(1000, 1);
+    weft::allreduce(host, std::span<std::int32_t>(ones), weft::sum{});
+    if (std::any_of(ones.begin(), ones.end(), [&](std::int32_t v) { return v != host.size(); })) {
+      std::cout << "hierarchical slice failed: an allreduce within host " << layout.host_of(comm.rank())
+                << " after rank 0 left gave a wrong sum" << std::endl;
+      return 1;
+    }
+  }
   std::cout << "hierarchical slice ok on " << p << " ranks (" << job.endpoint().describe() << "); automatic chose "
             << chosen.algorithm << " for a 16 MiB allreduce" << std::endl;
   return 0;

@@ -12,9 +12,12 @@
 // lost (its communicator's wait failed) claims the key with that rank and why, over a connection
 // made for the purpose; the first report of a job wins, so every rank hears the same notice. A
 // rank that closes in order withdraws its lifeline first (rank 0, whose store is about to go,
-// also tells the watches that the job ended). When the store itself goes without that, the
-// watch reports rank 0, which serves it, lost. Over a file store there are no connections:
-// reports still reach every rank, deaths are left to the transport.
+// also tells the watches that the job ended, and the store answers the watches still waiting
+// that it closes in order). When the store itself goes without that, the watch reports the rank
+// that serves it lost: rank 0 of the job, which a transport joining only some of the job's
+// ranks (the node-local tier of weft::tiered) names by its own number, or not at all when that
+// rank is not one of its own (its other tier hears of it). Over a file store there are no
+// connections: reports still reach every rank, deaths are left to the transport.
 //
 // A transport starts its watch before it meets its peers, so that a rank killed during the
 // start-up is a notice too: until the transport calls started(), a notice also ends the wait on
@@ -47,14 +50,16 @@ class failure_watch {
   using handler = std::function<void(int lost, const std::string& why)>;
 
   // Watches the job under `prefix` through new connections to `meeting`'s store; a store that
-  // cannot make them leaves the watch idle (active() false). Until started(), a notice also
-  // interrupts `meeting`, which must outlive the watch.
-  failure_watch(store& meeting, std::string prefix, int rank, handler on_failure = {})
+  // cannot make them leaves the watch idle (active() false). `serving` is the rank that serves
+  // the store, numbered as `rank` is (-1: not one of these ranks). Until started(), a notice
+  // also interrupts `meeting`, which must outlive the watch.
+  failure_watch(store& meeting, std::string prefix, int rank, int serving = 0, handler on_failure = {})
       : connect_(meeting.connector()),
         key_(std::move(prefix) + "/failed"),
         lifeline_(notice(rank, "its connection to the bootstrap store ended: the process of rank " +
                                    std::to_string(rank) + " exited, crashed or was killed")),
         rank_(rank),
+        serving_(serving),
         on_failure_(std::move(on_failure)),
         meeting_(&meeting) {
     if (!connect_) return;
@@ -75,11 +80,11 @@ class failure_watch {
       try {
         auto closing = connect_(deadline_clock::now() + report_time);
         if (lifeline_set_) closing->withdraw_on_close(key_, lifeline_);
-        if (rank_ == 0) closing->claim(key_, notice(-1, "the job ended"));
+        if (rank_ == serving_) closing->claim(key_, notice(-1, "the job ended"));
       } catch (const error&) {  // the store is gone already
       }
     }
-    if (rank_ == 0) {
+    if (rank_ == serving_) {
       // The store goes with this process: first let the watches hear that the job ended (this
       // one hears it when the store has answered them all), or they would take its going for
       // rank 0's death.
@@ -157,7 +162,8 @@ class failure_watch {
       why = value->substr(std::min(bar + 1, value->size()));
     } catch (const error& failure) {  // the store's connection ended
       heard_ = true;
-      lost = 0;
+      if (listening_->closed_in_order() || serving_ < 0) return;
+      lost = serving_;
       why = "the bootstrap store rank 0 serves went away (" + std::string(failure.what()) +
             "): rank 0 exited, crashed or was killed";
     }
@@ -175,6 +181,7 @@ class failure_watch {
   std::string key_;
   std::string lifeline_;
   int rank_;
+  int serving_;  // the rank that serves the store, in this watch's numbering; -1: none of its ranks
   handler on_failure_;
   std::unique_ptr<store> listening_;  // its thread's alone
   bool lifeline_set_ = false;

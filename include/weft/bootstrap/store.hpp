@@ -53,6 +53,9 @@ class store {
   virtual void withdraw_on_close(std::string_view /*key*/, std::string_view /*value*/) {}
   // From another thread: ends a get waiting on this connection (it throws, or returns nullopt).
   virtual void interrupt() {}
+  // After a call on this connection threw: whether the store had said it was closing in order
+  // (the job ended on the rank that serves it), rather than the connection breaking.
+  virtual bool closed_in_order() const { return false; }
 };
 
 // "host pid N": this process, as another process would name it.

@@ -13,6 +13,9 @@
 //           op 3 claim (set unless set) -> u32 bytes | the value the key holds afterwards;
 //           op 4 on close: when this connection ends, claim key with value -> u8 1;
 //           op 5 withdraw: cancel any connection's op 4 of this key and value -> u8 1
+// When the server closes in order (the job ended on rank 0), every get still waiting is answered
+// u32 0xFFFFFFFF (no value follows) before the connection closes; a connection that ends without
+// it is a store that failed.
 // A hello must arrive within 5 s of connecting; a request with a bad op or sizes ends the
 // connection. At most 4096 clients at once.
 #pragma once
@@ -90,6 +93,8 @@ class tcp_store final : public store {
   }
 
   std::string describe() const override { return "tcp store at " + where_; }
+
+  bool closed_in_order() const override { return closed_in_order_; }
 
   // This side's address of the connection to the store: the interface that reaches rank 0.
   std::string local_address() const {
@@ -194,6 +199,11 @@ class tcp_store final : public store {
     std::byte size_bytes[4];
     if (!exchange(out, {size_bytes, 4}, deadline)) return std::nullopt;
     const std::uint32_t size = store_detail::get32(size_bytes);
+    if (size == store_detail::closing) {
+      close_socket();
+      closed_in_order_ = true;
+      throw error(errc::peer_lost, "the " + describe() + " closed: the job ended on rank 0, which serves it");
+    }
     if (size > max_value_bytes)
       throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
     std::string value(size, '\0');
@@ -277,6 +287,7 @@ class tcp_store final : public store {
   store_detail::asio::io_context io_{1};
   store_detail::tcp::socket socket_;
   bool timed_out_ = false;
+  bool closed_in_order_ = false;
   std::atomic<bool> interrupted_{false};
   std::mutex handle_guard_;  // interrupt() against closing the socket on the calling thread
   int live_handle_ = -1;     // the connected socket's descriptor, -1 once closed

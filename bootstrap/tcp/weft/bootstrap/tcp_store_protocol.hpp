@@ -44,7 +44,9 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 inline constexpr char magic[8] = {'W', 'E', 'F', 'T', 'S', 'T', 'O', 'R'};
-inline constexpr std::uint32_t version = 1;
+inline constexpr std::uint32_t version = 2;
+// The answer to a waiting get when the server closes in order (in place of a value's size).
+inline constexpr std::uint32_t closing = 0xFFFFFFFFu;
 inline constexpr std::size_t max_secret_bytes = 256;
 inline constexpr std::size_t max_clients = 4096;
 inline constexpr auto hello_time = std::chrono::seconds(5);

@@ -4,6 +4,10 @@
 
 #include "weft/bootstrap/tcp_store_protocol.hpp"
 
+#include <boost/asio/post.hpp>
+
+#include <future>
+
 namespace weft::bootstrap {
 
 // The server: rank 0 starts it before anything else and keeps it until the job ends.
@@ -39,6 +43,7 @@ class tcp_store_server {
       thread_.detach();
       return;
     }
+    say_goodbye();
     io_.stop();
     thread_.join();
   }
@@ -177,6 +182,35 @@ class tcp_store_server {
                 }
               });
         });
+  }
+
+  // Closing in order: every get still waiting is told so (protocol: tcp_store.hpp), that its
+  // rank may tell the end of the job from the failure of rank 0; waits for those answers to
+  // be written, for a second at most.
+  void say_goodbye() {
+    auto written = std::make_shared<std::promise<void>>();
+    auto finished = written->get_future();
+    store_detail::asio::post(io_, [this, written] {
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+      auto outstanding = std::make_shared<std::size_t>(0);
+      for (auto& [key, waiting] : waiters_) {
+        for (auto& waiter : waiting) {
+          if (waiter->closed) continue;
+          waiter->parked = 0;
+          waiter->reply.resize(4);
+          store_detail::put32(waiter->reply.data(), store_detail::closing);
+          ++*outstanding;
+          store_detail::asio::async_write(waiter->socket, store_detail::asio::buffer(waiter->reply),
+                                          [waiter, outstanding, written](boost::system::error_code, std::size_t) {
+                                            if (--*outstanding == 0) written->set_value();
+                                          });
+        }
+      }
+      waiters_.clear();
+      if (*outstanding == 0) written->set_value();
+    });
+    finished.wait_for(std::chrono::seconds(1));
   }
 
   // A get waits for its key. The client sends nothing meanwhile, so the connection is watched

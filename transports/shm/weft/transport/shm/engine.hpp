@@ -30,6 +30,7 @@
 #include "weft/transport/shm/region.hpp"
 #include "weft/transport/shm/wiring.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -194,6 +195,13 @@ class engine : public weft::detail::retiring<engine> {
     return std::to_string(job.empty() ? rank : job[static_cast<std::size_t>(rank)]);
   }
   std::string who() const { return "rank " + name(rank_); }
+  // Which of this transport's ranks is the job's rank 0, which serves the store; -1 when none.
+  int serving_rank() const {
+    const auto& job = settings_.job_ranks;
+    if (job.empty()) return 0;
+    const auto found = std::find(job.begin(), job.end(), 0);
+    return found == job.end() ? -1 : static_cast<int>(found - job.begin());
+  }
   std::string direction(const operation* op) const {
     return who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
            name(op->peer);

@@ -69,7 +69,7 @@ inline engine::engine(int rank, int size, bootstrap::store* meeting, const confi
 inline void engine::meet(bootstrap::store& meeting) {
   // Watched from the start: a rank killed while the others wait for it is a notice that ends
   // their wait (weft/bootstrap/failure_watch.hpp).
-  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_);
+  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_, serving_rank());
   try {
     const auto deadline = deadline_clock::now() + settings_.connect_timeout;
     const std::string key = settings_.prefix + "/shm/";
