@@ -86,7 +86,7 @@ void every_op(weft::cuda::device_memory& memory) {
   compare<T>(memory, weft::min{}, "min");
   compare<T>(memory, weft::max{}, "max");
   compare<T>(memory, weft::avg{}, "avg");
-  compare<T>(memory, three_a_plus_b{}, "user (3a + b)");
+  compare<T>(memory, a_plus_b_plus_a{}, "user ((a + b) + a)");
   if constexpr (std::is_integral_v<T>) {
     compare<T>(memory, weft::band{}, "band");
     compare<T>(memory, weft::bor{}, "bor");

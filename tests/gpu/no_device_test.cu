@@ -6,7 +6,9 @@
 #include "weft/transport/cuda.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 using namespace weft_gpu_test;
 
@@ -42,5 +44,39 @@ int main() {
       GPU_CHECK(failure.code() == weft::errc::invalid_argument, failure.what());
     }
   }
+  // Ranks sharing a GPU: k of them need 4k hardware queues, at most 8 a GPU (checked before
+  // anything is made, so it runs without a GPU too).
+  auto refused = [](std::vector<int> devices, int queues) {
+    try {
+      weft::cuda::check_sharing(devices, queues);
+      return std::string();
+    } catch (const weft::error& failure) {
+      GPU_CHECK(failure.code() == weft::errc::invalid_argument, failure.what());
+      return std::string(failure.what());
+    }
+  };
+  GPU_CHECK(refused({0, 1, 2, 3}, 1).empty(), "one rank a GPU needs nothing");
+  GPU_CHECK(refused({0, 0}, 8).empty(), "2 ranks on a GPU run with CUDA's default 8 queues");
+  GPU_CHECK(refused({0, 0, 0, 0}, 16).empty(), "4 ranks on a GPU run with 16 queues");
+  GPU_CHECK(refused({0, 1, 0, 1, 0}, 12).empty(), "3 ranks on a GPU run with 12 queues");
+  GPU_CHECK(refused({0, 0, 0, 0, 0, 0, 0, 0}, 32).empty(), "8 ranks on a GPU run with 32 queues");
+  const std::string four = refused({0, 0, 0, 0}, 8);
+  std::printf("4 ranks on GPU 0 with 8 queues: %s\n", four.c_str());
+  GPU_CHECK(four.find("4 ranks share GPU 0") != std::string::npos &&
+                four.find("CUDA_DEVICE_MAX_CONNECTIONS of at least 16 (it is 8") != std::string::npos,
+            four);
+  const std::string three = refused({1, 0, 1, 1}, 8);
+  GPU_CHECK(three.find("3 ranks share GPU 1") != std::string::npos, three);
+  const std::string nine = refused(std::vector<int>(9, 0), 32);
+  GPU_CHECK(nine.find("at most 8 ranks can share one GPU") != std::string::npos, nine);
+  // The variable as the driver reads it: unset is CUDA's default 8, at most 32.
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  GPU_CHECK(weft::cuda::hardware_queues() == 8, "unset: 8");
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+  GPU_CHECK(weft::cuda::hardware_queues() == 32, "32");
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "64", 1);
+  GPU_CHECK(weft::cuda::hardware_queues() == 32, "64: at most 32");
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "many", 1);
+  GPU_CHECK(weft::cuda::hardware_queues() == 8, "not a number: the default");
   return finish("no device");
 }

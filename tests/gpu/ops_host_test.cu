@@ -55,7 +55,7 @@ void every_op() {
   compare<T>(weft::min{}, "min");
   compare<T>(weft::max{}, "max");
   compare<T>(weft::avg{}, "avg");
-  compare<T>(three_a_plus_b{}, "user (3a + b)");
+  compare<T>(a_plus_b_plus_a{}, "user ((a + b) + a)");
   if constexpr (std::is_integral_v<T>) {
     compare<T>(weft::band{}, "band");
     compare<T>(weft::bor{}, "bor");

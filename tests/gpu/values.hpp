@@ -33,13 +33,15 @@ std::vector<T> operands(std::size_t count, unsigned seed) {
   return out;
 }
 
-// a * 3 + b, wrapping for integers: not commutative, so an operand swap would show.
-struct three_a_plus_b {
+// (a + b) + a, wrapping for integers: not commutative, so an operand swap would show. Additions
+// only: nvcc fuses a multiply and an add into one rounding (-fmad=true, its default) where the
+// host rounds twice, so a user reduction with both is not bitwise the same on host and device.
+struct a_plus_b_plus_a {
   template <class T>
   WEFT_HOST_DEVICE T operator()(T a, T b) const {
-    if constexpr (weft::is_narrow_float_v<T>) return T(float(a) * 3.0f + float(b));
-    else if constexpr (std::is_integral_v<T>) return weft::sum{}(weft::prod{}(a, static_cast<T>(3)), b);
-    else return a * static_cast<T>(3) + b;
+    if constexpr (weft::is_narrow_float_v<T>) return T((float(a) + float(b)) + float(a));
+    else if constexpr (std::is_integral_v<T>) return weft::sum{}(weft::sum{}(a, b), a);
+    else return (a + b) + a;
   }
 };
 

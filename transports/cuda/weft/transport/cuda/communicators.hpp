@@ -14,8 +14,11 @@
 // reading another device's memory without it stages the data on its own device first.
 //
 // A device may be named more than once: the ranks then share that GPU. Buffers are device
-// memory of the rank's device (or any memory the device can address). Split and check mode
-// are refused (they read exchanged data on the host); make a communicators object per group.
+// memory of the rank's device (or any memory the device can address). Ranks sharing a GPU need
+// hardware queues for their streams: k of them on one GPU need CUDA_DEVICE_MAX_CONNECTIONS >= 4k
+// (check_sharing; the communicators refuse fewer, rather than risk streams waiting for good).
+// Split and check mode are refused (they read exchanged data on the host); make a
+// communicators object per group.
 #pragma once
 
 #include "weft/communicator.hpp"
@@ -28,9 +31,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,6 +53,7 @@ class stream_backend {
 
   // Resolves the stream memory operations and enables peer access between `devices`.
   explicit stream_backend(const std::vector<int>& devices) : operations_(&detail::stream_operations::get()) {
+    for (int device : devices) detail::kernel_loaders::preload(device);  // before any stream waits
     for (int reader : devices) {
       for (int owner : devices) {
         if (reader == owner || peer(reader, owner)) continue;
@@ -111,6 +117,42 @@ using transport = weft::stream::transport<stream_backend>;
 static_assert(weft::transport<transport>);
 static_assert(weft::reducing_transport<transport>);
 
+// The hardware queues a GPU's streams share: CUDA_DEVICE_MAX_CONNECTIONS as the driver reads
+// it when the program first uses the GPU (1 to 32; CUDA's default 8).
+inline int hardware_queues() {
+  const char* text = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (text == nullptr || *text == '\0') return 8;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 1) return 8;
+  return static_cast<int>(std::min(value, 32L));
+}
+
+// Ranks sharing a GPU. Each rank's stream, and each lane that carries a transfer to a rank,
+// waits on flags (cuStreamWaitValue32), and a waiting stream holds its hardware queue: once a
+// GPU's streams outnumber its queues, a wait can hold up, in the same queue, the very work it
+// waits for, and the streams wait for good (4 ranks on one H200 did with 8 queues, and ran with
+// 16). So k ranks on one GPU (k >= 2) need at least 4k queues, at most 8 ranks a GPU. Throws
+// errc::invalid_argument, before anything is made, when `devices` asks for more.
+inline void check_sharing(const std::vector<int>& devices, int queues) {
+  for (const int device : devices) {
+    const auto sharing = std::count(devices.begin(), devices.end(), device);
+    if (sharing < 2 || queues >= 4 * sharing) continue;
+    const std::string head = "weft::cuda::communicators: " + std::to_string(sharing) + " ranks share GPU " +
+                             std::to_string(device);
+    if (sharing > 8) {
+      throw error(errc::invalid_argument, head + "; at most 8 ranks can share one GPU (each needs 4 of the GPU's "
+                                                 "hardware queues, and CUDA_DEVICE_MAX_CONNECTIONS gives at most 32)");
+    }
+    throw error(errc::invalid_argument,
+                head + ", which then needs CUDA_DEVICE_MAX_CONNECTIONS of at least " + std::to_string(4 * sharing) +
+                    " (it is " + std::to_string(queues) +
+                    (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr ? ", CUDA's default" : "") +
+                    "): with fewer hardware queues their waiting streams can block each other for good. Set "
+                    "CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before the program starts");
+  }
+}
+
 // A communicator per rank over the GPUs of this process (the counterpart of ncclCommInitAll).
 class communicators {
  public:
@@ -134,6 +176,7 @@ class communicators {
                                                 " device(s))");
       }
     }
+    check_sharing(devices, hardware_queues());
     world_ = std::make_unique<weft::stream::world<stream_backend>>(stream_backend(devices), devices, std::move(streams));
     comms_.reserve(devices.size());
     for (int rank = 0; rank < world_->size(); ++rank) comms_.emplace_back(world_->endpoint(rank), settings);

@@ -38,6 +38,7 @@ class device_memory {
     check(cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device_),
           "cudaDeviceGetAttribute(multiprocessor count) on device " + std::to_string(device_));
     blocks_cap_ = static_cast<unsigned>(processors > 0 ? processors * 8 : 64);
+    detail::kernel_loaders::preload(device_);
   }
 
   int device() const { return device_; }

@@ -21,7 +21,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 namespace weft::cuda::detail {
 
@@ -121,10 +124,64 @@ inline launch_shape shape_for(std::size_t items, unsigned blocks_cap) {
   return {static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, blocks_cap))), threads};
 }
 
+// The kernels of every (element type, reduction) this program launches, loaded on a device
+// before its streams first wait for each other. CUDA loads a kernel at its first launch by
+// default (CUDA_MODULE_LOADING=LAZY), and loading may wait until the whole device is idle:
+// a device whose streams wait on flags that a later launch's work writes never is, and the
+// launch would hang. So each (type, reduction) that launch_combine is instantiated for
+// registers its loader when the program starts, and preload(device) (the communicators and
+// every device_memory call it) loads what is not loaded yet.
+class kernel_loaders {
+ public:
+  using loader = void (*)();  // loads its kernels on the current device
+
+  static bool add(loader load) {
+    std::lock_guard lock(mutex());
+    loaders().push_back(load);
+    return true;
+  }
+
+  // Loads every registered kernel on `device` that is not loaded there yet.
+  static void preload(int device) {
+    std::lock_guard lock(mutex());
+    std::size_t& loaded = loaded_on()[device];
+    if (loaded == loaders().size()) return;
+    const device_scope on(device);
+    for (; loaded < loaders().size(); ++loaded) loaders()[loaded]();
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<loader>& loaders() {
+    static std::vector<loader> all;
+    return all;
+  }
+  static std::map<int, std::size_t>& loaded_on() {
+    static std::map<int, std::size_t> counts;
+    return counts;
+  }
+};
+
+// cudaFuncGetAttributes makes the runtime load a kernel without running it.
+template <class T, class Op>
+void load_kernels() {
+  cudaFuncAttributes attributes{};
+  check(cudaFuncGetAttributes(&attributes, combine_kernel<T, Op>), "loading weft's combine kernel");
+  if constexpr (weft::has_finalize_v<Op, T>) {
+    check(cudaFuncGetAttributes(&attributes, finalize_kernel<T, Op>), "loading weft's finalize kernel");
+  }
+}
+template <class T, class Op>
+inline const bool kernels_registered = kernel_loaders::add(&load_kernels<T, Op>);
+
 // Enqueues dst = op(a, b) on `stream` (the device current).
 template <class T, class Op>
 void launch_combine(T* dst, const T* a, const T* b, std::size_t count, const Op& op, cudaStream_t stream,
                     unsigned blocks_cap) {
+  static_cast<void>(kernels_registered<T, Op>);  // instantiated here, registered at start-up
   if (count == 0) return;
   const bool vectorized = per_vector<T> > 1 && aligned16(dst) && aligned16(a) && aligned16(b);
   const std::size_t vectors = vectorized ? count / per_vector<T> : 0;
@@ -137,6 +194,7 @@ void launch_combine(T* dst, const T* a, const T* b, std::size_t count, const Op&
 // Enqueues data = op.finalize(data, ranks) on `stream`; nothing for reductions without one.
 template <class T, class Op>
 void launch_finalize(T* data, std::size_t count, const Op& op, int ranks, cudaStream_t stream, unsigned blocks_cap) {
+  static_cast<void>(kernels_registered<T, Op>);
   if constexpr (!weft::has_finalize_v<Op, T>) {
     return;
   } else {
