@@ -1,0 +1,85 @@
+// weft/transport/sim.hpp — weft's algorithms on a simulated machine: the same code, any number
+// of ranks, in virtual time (Meson: dependency('weft-sim')).
+//
+//   auto machine = weft::sim::fabric::nodes(4, 8, {.gbit_per_s = 7200, .latency_us = 0.5},
+//                                           {.gbit_per_s = 400, .latency_us = 5}, 8);
+//   auto measured = weft::sim::run(machine, [](weft::communicator<weft::sim::transport>& comm) {
+//     weft::sim::phantom<float> gradients(std::size_t{1} << 26);      // 256 MiB, never touched
+//     weft::allreduce(comm, gradients.span(), weft::sum{}, weft::ring{});
+//   }, weft::sim::payload::phantom);
+//   measured.seconds;   measured.scale_out_bytes;   measured.traffic;
+//
+// Ranks are threads that take turns in virtual time (weft/transport/sim/world.hpp: the model,
+// and why the result does not depend on the threads' scheduling); messages cross the fabric's
+// links (weft/transport/sim/fabric.hpp). With payload::real every byte moves and results can be
+// checked against the other transports; with payload::phantom, buffers made with
+// weft::sim::phantom and the algorithms' scratch take address space only.
+#pragma once
+
+#include "weft/communicator.hpp"
+#include "weft/options.hpp"
+#include "weft/transport/sim/fabric.hpp"
+#include "weft/transport/sim/phantom.hpp"
+#include "weft/transport/sim/world.hpp"
+
+#include <exception>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace weft::sim {
+
+// Runs fn on one thread per rank of `machine` (fn takes the rank's
+// weft::communicator<weft::sim::transport>&, or its weft::sim::transport&) and returns what the
+// run measured. Rethrows the first exception a rank threw (the others then fail with
+// errc::peer_lost naming it); ranks that wait on each other for good fail with errc::transport.
+template <class Function>
+report run(const fabric& machine, Function&& fn, payload mode = payload::real,
+           options settings = options::from_environment()) {
+  world shared(machine, mode);
+  std::exception_ptr first;
+  std::mutex first_mutex;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(shared.size()));
+  auto body = [&](int rank) {
+    std::string failure;
+    bool failed = false;
+    try {
+      shared.begin(rank);
+      transport endpoint = shared.endpoint(rank);
+      if constexpr (std::is_invocable_v<Function&, communicator<transport>&>) {
+        communicator<transport> comm(endpoint, settings);
+        fn(comm);
+      } else {
+        fn(endpoint);
+      }
+    } catch (const std::exception& e) {
+      failed = true;
+      failure = e.what();
+      std::lock_guard lock(first_mutex);
+      if (!first) first = std::current_exception();
+    }
+    shared.end(rank, failed ? &failure : nullptr);
+  };
+  try {
+    for (int rank = 0; rank < shared.size(); ++rank) threads.emplace_back(body, rank);
+  } catch (const std::system_error& e) {
+    // The ranks started so far cannot finish without the others: fail them, then say why.
+    for (int rank = static_cast<int>(threads.size()); rank < shared.size(); ++rank) {
+      const std::string why = "its thread could not be started (" + std::string(e.what()) + ")";
+      shared.end(rank, &why);
+    }
+    for (auto& t : threads) t.join();
+    throw error(errc::transport, "weft::sim::run could not start a thread per rank for " +
+                                     std::to_string(shared.size()) + " ranks: " + e.what());
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+  return shared.results();
+}
+
+}  // namespace weft::sim

@@ -1,0 +1,513 @@
+// weft/transport/sim/world.hpp — ranks in virtual time: the simulator's transport, its memory
+// space and the turn-taking that makes a run deterministic.
+//
+// Every rank is a thread running the caller's function over weft::communicator<sim::transport>,
+// the same algorithm code as on any transport, but only one rank runs at a time: the one whose
+// virtual clock is lowest (ties to the lower rank). A rank runs until it waits for a message
+// (its clock jumps to the message's completion, or it sleeps until the message's time is known)
+// or computes (a combine or copy advances its clock by the memory traffic over the fabric's
+// memory bandwidth); then the lowest clock runs next. So messages start in order of virtual
+// time, a link is shared in that order (weft/transport/sim/fabric.hpp), and the same inputs
+// give the same times, bytes and results on every run, whatever the threads' scheduling.
+//
+// A message: a send posted at time t starts when its route's links are free (>= t), holds them
+// for bytes / bandwidth, and arrives the route's latency later; the send completes when its last
+// byte has left (eager: the sender does not wait for the receive), the receive at the later of
+// its own post and the arrival. When every rank waits and none can be woken the ranks deadlock
+// (mismatched calls): each then throws errc::transport naming what it waits for. A rank whose
+// function throws ends the run: the others' waits throw errc::peer_lost naming it.
+#pragma once
+
+#include "weft/error.hpp"
+#include "weft/hosts.hpp"
+#include "weft/memory.hpp"
+#include "weft/transport.hpp"
+#include "weft/transport/sim/fabric.hpp"
+#include "weft/transport/sim/phantom.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace weft::sim {
+
+// Real: bytes move and results can be checked. Phantom: buffers made with weft::sim::phantom
+// (and the simulator's scratch) are never touched, only timed.
+enum class payload { real, phantom };
+
+class world;
+
+namespace detail {
+
+inline constexpr double never = std::numeric_limits<double>::infinity();
+
+struct operation {
+  int owner = 0;
+  int source = 0;
+  int destination = 0;
+  tag_t tag = 0;
+  bool is_send = false;
+  const std::byte* send_data = nullptr;
+  std::byte* recv_data = nullptr;
+  std::size_t size = 0;
+  double posted_at = 0;
+  double arrives_at = 0;        // a send's arrival at its receiver
+  double done_at = never;       // when it completes, once known
+  bool queued = false;          // in the receiver's unmatched list
+  bool released = false;        // its request was dropped (a send that completed stays queued)
+  std::vector<std::byte> staged;  // an unmatched send's bytes (real payload)
+  std::optional<std::string> failure;  // the two sides' sizes differ
+};
+
+}  // namespace detail
+
+// One rank's memory space: host memory whose combines and copies also cost virtual time;
+// phantom buffers are skipped (weft/transport/sim/phantom.hpp).
+class memory {
+ public:
+  memory(world* shared, int rank) : world_(shared), rank_(rank) {}
+
+  void copy(std::span<std::byte> dst, std::span<const std::byte> src) const;
+  template <class T, class Op>
+  void combine(std::span<T> dst, std::span<const T> a, std::span<const T> b, const Op& op) const;
+  template <class T, class Op>
+  void finalize(std::span<T> data, const Op& op, int ranks) const;
+  std::byte* allocate(std::size_t bytes) const;
+  void deallocate(std::byte* pointer, std::size_t bytes) const;
+
+ private:
+  world* world_;
+  int rank_;
+};
+static_assert(memory_space<memory>);
+
+// One rank's endpoint (weft::transport). Used by that rank's thread only.
+class transport {
+ public:
+  class request {
+   public:
+    request() = default;
+    request(detail::operation* op, transport* owner) : op_(op), owner_(owner) {}
+    request(request&& other) noexcept : op_(std::exchange(other.op_, nullptr)), owner_(other.owner_) {}
+    request& operator=(request&& other) noexcept {
+      if (this != &other) {
+        release();
+        op_ = std::exchange(other.op_, nullptr);
+        owner_ = other.owner_;
+      }
+      return *this;
+    }
+    ~request() { release(); }
+    detail::operation* operation() const { return op_; }
+
+   private:
+    void release();
+    detail::operation* op_ = nullptr;
+    transport* owner_ = nullptr;
+  };
+
+  transport(world* shared, int rank) : world_(shared), rank_(rank), memory_(shared, rank) {}
+
+  int rank() const { return rank_; }
+  int size() const;
+  sim::memory& memory() { return memory_; }
+  // The fabric's nodes, as hosts (weft::hierarchical's tiers, split_by_host).
+  const host_layout* hosts() const;
+
+  request send(int peer, std::span<const std::byte> data, tag_t tag);
+  request recv(int peer, std::span<std::byte> data, tag_t tag);
+  // Waits in virtual time: never blocks past the deadline's meaning (there is no wall-clock
+  // deadline in a simulation); throws when the ranks deadlock or another rank failed.
+  bool wait(request& operation, deadline_clock::time_point);
+  bool test(request& operation);
+
+  // This rank's virtual clock, in seconds since the run began.
+  double now() const;
+
+ private:
+  world* world_;
+  int rank_;
+  sim::memory memory_;
+};
+static_assert(weft::transport<transport>);
+
+// What a run measured.
+struct report {
+  std::string fabric;
+  int ranks = 0;
+  double seconds = 0;                 // the last rank's clock at its end
+  std::vector<double> rank_seconds;   // each rank's clock at its end
+  std::vector<double> link_bytes;     // per fabric link
+  double scale_up_bytes = 0;
+  double scale_out_bytes = 0;
+  // Bytes sent from rank a to rank b at [a * ranks + b]; kept up to 1024 ranks (empty above).
+  std::vector<double> traffic;
+  std::size_t messages = 0;
+};
+
+class world {
+ public:
+  static constexpr int traffic_matrix_limit = 1024;
+
+  world(fabric machine, payload mode) : fabric_(std::move(machine)), mode_(mode) {
+    const auto p = static_cast<std::size_t>(fabric_.ranks());
+    ranks_.reserve(p);
+    for (std::size_t r = 0; r < p; ++r) ranks_.push_back(std::make_unique<rank_state>());
+    link_free_.assign(fabric_.links().size(), 0.0);
+    link_bytes_.assign(fabric_.links().size(), 0.0);
+    if (fabric_.ranks() <= traffic_matrix_limit) traffic_.assign(p * p, 0.0);
+    for (int r = 0; r < fabric_.ranks(); ++r) runnable_.insert({0.0, r});
+    hosts_ = host_layout::from_keys(std::span<const int>(fabric_.nodes()));
+  }
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+  ~world() {  // sends that completed and were never received
+    for (auto& r : ranks_) {
+      for (detail::operation* op : r->unmatched) {
+        if (op->released) delete op;
+      }
+    }
+  }
+
+  int size() const { return fabric_.ranks(); }
+  const sim::fabric& machine() const { return fabric_; }
+  const host_layout& hosts() const { return hosts_; }
+  payload mode() const { return mode_; }
+  transport endpoint(int rank) { return transport(this, rank); }
+
+  // The rank's thread calls begin() before its function and end() after (or on failure); in
+  // between it runs only in its turns.
+  void begin(int rank) {
+    std::unique_lock lock(mutex_);
+    if (!started_) {  // the first thread here starts the lowest rank, at time 0
+      started_ = true;
+      pass_turn(-1, lock);
+    }
+    wait_for_turn(rank, lock);
+  }
+  void end(int rank, const std::string* failure) {
+    std::unique_lock lock(mutex_);
+    set_ready(rank, detail::never);
+    at(rank).finished = true;
+    if (failure != nullptr && !failed_) failed_ = "rank " + std::to_string(rank) + " failed: " + *failure;
+    if (running_ == rank || (running_ < 0 && started_)) pass_turn(rank, lock);
+  }
+
+  double now(int rank) const {
+    std::lock_guard lock(mutex_);
+    return at(rank).now;
+  }
+
+  // Spends `seconds` of the rank's time computing; lower clocks run first.
+  void advance(int rank, double seconds) {
+    if (!(seconds > 0)) return;
+    std::unique_lock lock(mutex_);
+    set_ready(rank, at(rank).now + seconds);
+    yield(rank, lock);
+  }
+
+  report results() const {
+    std::lock_guard lock(mutex_);
+    report out;
+    out.fabric = fabric_.name();
+    out.ranks = size();
+    for (const auto& r : ranks_) {
+      out.rank_seconds.push_back(r->now);
+      out.seconds = std::max(out.seconds, r->now);
+    }
+    out.link_bytes = link_bytes_;
+    for (std::size_t i = 0; i < link_bytes_.size(); ++i) {
+      (fabric_.links()[i].tier == tier::scale_up ? out.scale_up_bytes : out.scale_out_bytes) += link_bytes_[i];
+    }
+    out.traffic = traffic_;
+    out.messages = messages_;
+    return out;
+  }
+
+ private:
+  friend class transport;
+  friend class memory;
+
+  struct rank_state {
+    std::condition_variable turn;
+    double now = 0;
+    double ready = 0;  // when it runs next; never: waits for a message whose time is unknown
+    detail::operation* waiting = nullptr;
+    bool finished = false;
+    std::deque<detail::operation*> unmatched;  // sends to this rank and its receives, unmatched
+  };
+
+  rank_state& at(int rank) { return *ranks_[static_cast<std::size_t>(rank)]; }
+  const rank_state& at(int rank) const { return *ranks_[static_cast<std::size_t>(rank)]; }
+
+  // --- turns -------------------------------------------------------------------------------
+
+  void wait_for_turn(int rank, std::unique_lock<std::mutex>& lock) {
+    rank_state& me = at(rank);
+    me.turn.wait(lock, [&] { return running_ == rank || (stopped_ && me.waiting != nullptr); });
+    if (running_ == rank) me.now = std::max(me.now, me.ready == detail::never ? me.now : me.ready);
+  }
+
+  // A rank that is not running gets a new ready time (never: it waits for a message whose time
+  // is unknown); the runnable set holds every rank that can run next, by (ready, rank).
+  void set_ready(int rank, double ready) {
+    rank_state& s = at(rank);
+    if (s.ready != detail::never) runnable_.erase({s.ready, rank});
+    s.ready = ready;
+    if (ready != detail::never && !s.finished) runnable_.insert({ready, rank});
+  }
+
+  // This rank stops running (its ready time is set); the next one runs; this one waits for
+  // its turn again. Throws when no rank can run any more.
+  void yield(int rank, std::unique_lock<std::mutex>& lock) {
+    pass_turn(rank, lock);
+    wait_for_turn(rank, lock);
+    if (running_ != rank) throw stopped_error(rank);
+  }
+
+  void pass_turn(int rank, std::unique_lock<std::mutex>&) {
+    if (!runnable_.empty()) {
+      const int next = runnable_.begin()->second;
+      runnable_.erase(runnable_.begin());
+      running_ = next;
+      if (next != rank) at(next).turn.notify_one();
+      return;
+    }
+    running_ = -1;
+    bool someone_waits = false;
+    for (const auto& r : ranks_) someone_waits = someone_waits || !r->finished;
+    if (!someone_waits) return;  // everyone finished
+    stopped_ = true;            // every unfinished rank waits on a message that cannot come
+    for (auto& r : ranks_) r->turn.notify_all();
+  }
+
+  error stopped_error(int rank) {
+    const rank_state& me = at(rank);
+    if (failed_) return error(errc::peer_lost, "rank " + std::to_string(rank) + ": " + *failed_);
+    std::string what = "the simulated ranks deadlocked: rank " + std::to_string(rank);
+    if (const detail::operation* op = me.waiting) {
+      what += op->is_send ? " waits to send " : " waits to receive ";
+      what += std::to_string(op->size) + " bytes (tag " + std::to_string(op->tag) + ") " +
+              (op->is_send ? "to rank " + std::to_string(op->destination) : "from rank " + std::to_string(op->source));
+    }
+    return error(errc::transport, what + "; no rank can run: the ranks made different calls");
+  }
+
+  // --- messages ----------------------------------------------------------------------------
+
+  detail::operation* post(int rank, bool is_send, int peer, const std::byte* out, std::byte* in, std::size_t size,
+                          tag_t tag) {
+    std::unique_lock lock(mutex_);
+    if (stopped_ || failed_) throw stopped_error(rank);
+    rank_state& me = at(rank);
+    auto owned = std::make_unique<detail::operation>();  // the request's, once returned
+    detail::operation* op = owned.get();
+    op->owner = rank;
+    op->source = is_send ? rank : peer;
+    op->destination = is_send ? peer : rank;
+    op->tag = tag;
+    op->is_send = is_send;
+    op->send_data = out;
+    op->recv_data = in;
+    op->size = size;
+    op->posted_at = me.now;
+    if (is_send) start_transfer(*op);
+    auto& queue = at(op->destination).unmatched;
+    const auto partner = std::find_if(queue.begin(), queue.end(), [&](const detail::operation* o) {
+      return o->is_send != is_send && o->source == op->source && o->tag == tag;
+    });
+    if (partner == queue.end()) {
+      if (is_send && size > 0 && !is_phantom(out)) op->staged.assign(out, out + size);
+      op->queued = true;
+      queue.push_back(op);
+      return owned.release();
+    }
+    detail::operation* other = *partner;
+    queue.erase(partner);
+    other->queued = false;
+    // A send whose request was dropped once it completed is the world's: gone once delivered.
+    std::unique_ptr<detail::operation> orphan(other->released ? other : nullptr);
+    detail::operation& sent = is_send ? *op : *other;
+    detail::operation& received = is_send ? *other : *op;
+    if (sent.size != received.size) {
+      const std::string why = "rank " + std::to_string(sent.source) + " sends " + std::to_string(sent.size) +
+                              " bytes to rank " + std::to_string(sent.destination) + ", whose receive holds " +
+                              std::to_string(received.size) + " bytes (tag " + std::to_string(tag) +
+                              "): the ranks made different calls, or with different counts";
+      sent.failure = received.failure = why;
+      complete(received, sent.arrives_at);
+      throw error(errc::mismatch, why);
+    }
+    deliver(sent, received);
+    complete(received, std::max(received.posted_at, sent.arrives_at));
+    return owned.release();
+  }
+
+  // Reserves the route's links from the send's post on; sets its end and arrival.
+  void start_transfer(detail::operation& send) {
+    fabric_.route(send.source, send.destination, route_);
+    double start = send.posted_at, latency = 0, slowest = detail::never;
+    for (const int l : route_) {
+      start = std::max(start, link_free_[static_cast<std::size_t>(l)]);
+      latency += fabric_.links()[static_cast<std::size_t>(l)].latency_s;
+      slowest = std::min(slowest, fabric_.links()[static_cast<std::size_t>(l)].bytes_per_s);
+    }
+    const double transfer = route_.empty() || send.size == 0 ? 0.0 : static_cast<double>(send.size) / slowest;
+    for (const int l : route_) {
+      link_free_[static_cast<std::size_t>(l)] = start + transfer;
+      link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(send.size);
+    }
+    if (!traffic_.empty()) {
+      traffic_[static_cast<std::size_t>(send.source) * static_cast<std::size_t>(size()) +
+               static_cast<std::size_t>(send.destination)] += static_cast<double>(send.size);
+    }
+    ++messages_;
+    send.done_at = start + transfer;
+    send.arrives_at = start + transfer + latency;
+  }
+
+  void deliver(const detail::operation& sent, detail::operation& received) {
+    if (sent.size == 0 || is_phantom(received.recv_data) || is_phantom(sent.send_data)) return;
+    const std::byte* from = sent.staged.empty() ? sent.send_data : sent.staged.data();
+    std::memcpy(received.recv_data, from, sent.size);
+  }
+
+  // The operation's completion time is known: its rank, if it waits for it, can run then.
+  void complete(detail::operation& op, double at_time) {
+    op.done_at = at_time;
+    rank_state& owner = at(op.owner);
+    if (owner.waiting == &op) set_ready(op.owner, std::max(owner.now, at_time));
+  }
+
+  bool wait(int rank, detail::operation* op) {
+    std::unique_lock lock(mutex_);
+    rank_state& me = at(rank);
+    if (op->failure) throw error(errc::mismatch, *op->failure);
+    if (stopped_ || failed_) throw stopped_error(rank);
+    me.waiting = op;
+    set_ready(rank, op->done_at == detail::never ? detail::never : std::max(me.now, op->done_at));
+    try {
+      yield(rank, lock);
+    } catch (...) {
+      me.waiting = nullptr;
+      throw;
+    }
+    me.waiting = nullptr;
+    if (op->failure) throw error(errc::mismatch, *op->failure);
+    return true;
+  }
+
+  bool test(int rank, detail::operation* op) {
+    std::lock_guard lock(mutex_);
+    if (op->failure) throw error(errc::mismatch, *op->failure);
+    return op->done_at != detail::never && op->done_at <= at(rank).now;
+  }
+
+  // The request is dropped. A send that completed (its bytes have left) stays queued for its
+  // receive; any other unmatched side is withdrawn.
+  void release(detail::operation* op) {
+    std::lock_guard lock(mutex_);
+    if (op->queued && op->is_send && op->done_at <= at(op->owner).now) {
+      op->released = true;
+      return;
+    }
+    if (op->queued) {
+      auto& queue = at(op->destination).unmatched;
+      queue.erase(std::find(queue.begin(), queue.end(), op));
+    }
+    delete op;
+  }
+
+  // --- compute -----------------------------------------------------------------------------
+
+  // Time for `bytes` of memory traffic on a rank.
+  double memory_seconds(double bytes) const {
+    const double rate = fabric_.memory_bytes_per_s();
+    return rate > 0 ? bytes / rate : 0.0;
+  }
+  static bool skip_bytes(const void* a, const void* b = nullptr, const void* c = nullptr) {
+    return is_phantom(a) || is_phantom(b) || is_phantom(c);
+  }
+
+  sim::fabric fabric_;
+  host_layout hosts_;
+  payload mode_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<rank_state>> ranks_;
+  std::set<std::pair<double, int>> runnable_;
+  int running_ = -1;
+  bool started_ = false;
+  bool stopped_ = false;
+  std::optional<std::string> failed_;
+  std::vector<double> link_free_;
+  std::vector<double> link_bytes_;
+  std::vector<double> traffic_;
+  std::size_t messages_ = 0;
+  std::vector<int> route_;  // scratch
+};
+
+// --- transport and memory, out of line (they need world) ---------------------------------------
+
+inline int transport::size() const { return world_->size(); }
+inline const host_layout* transport::hosts() const { return &world_->hosts(); }
+inline double transport::now() const { return world_->now(rank_); }
+
+inline transport::request transport::send(int peer, std::span<const std::byte> data, tag_t tag) {
+  weft::detail::check_peer(rank_, size(), peer, "send to");
+  return request(world_->post(rank_, true, peer, data.data(), nullptr, data.size(), tag), this);
+}
+inline transport::request transport::recv(int peer, std::span<std::byte> data, tag_t tag) {
+  weft::detail::check_peer(rank_, size(), peer, "receive from");
+  return request(world_->post(rank_, false, peer, nullptr, data.data(), data.size(), tag), this);
+}
+inline bool transport::wait(request& operation, deadline_clock::time_point) {
+  return world_->wait(rank_, operation.operation());
+}
+inline bool transport::test(request& operation) { return world_->test(rank_, operation.operation()); }
+inline void transport::request::release() {
+  if (op_ != nullptr) owner_->world_->release(op_);
+  op_ = nullptr;
+}
+
+inline void memory::copy(std::span<std::byte> dst, std::span<const std::byte> src) const {
+  if (src.empty() || dst.data() == src.data()) return;
+  if (!world_->skip_bytes(dst.data(), src.data())) std::memcpy(dst.data(), src.data(), src.size());
+  world_->advance(rank_, world_->memory_seconds(2.0 * static_cast<double>(src.size())));
+}
+
+template <class T, class Op>
+void memory::combine(std::span<T> dst, std::span<const T> a, std::span<const T> b, const Op& op) const {
+  if (dst.empty()) return;
+  if (!world_->skip_bytes(dst.data(), a.data(), b.data())) host_memory{}.combine(dst, a, b, op);
+  world_->advance(rank_, world_->memory_seconds(3.0 * static_cast<double>(dst.size_bytes())));
+}
+
+template <class T, class Op>
+void memory::finalize(std::span<T> data, const Op& op, int ranks) const {
+  if (data.empty()) return;
+  if (!world_->skip_bytes(data.data())) host_memory{}.finalize(data, op, ranks);
+  if constexpr (has_finalize_v<Op, T>) world_->advance(rank_, world_->memory_seconds(2.0 * static_cast<double>(data.size_bytes())));
+}
+
+inline std::byte* memory::allocate(std::size_t bytes) const {
+  if (world_->mode() == payload::phantom) return detail::phantom_ranges::get().reserve(bytes);
+  return host_memory{}.allocate(bytes);
+}
+inline void memory::deallocate(std::byte* pointer, std::size_t bytes) const {
+  if (world_->mode() == payload::phantom) return detail::phantom_ranges::get().release(pointer, bytes);
+  host_memory{}.deallocate(pointer, bytes);
+}
+
+}  // namespace weft::sim
