@@ -229,3 +229,47 @@ TEST_CASE("a rank that throws fails the others with its name; a size mismatch is
   }
   CHECK(mismatch.find("sends 8 bytes to rank 1, whose receive holds 16") != std::string::npos);
 }
+
+TEST_CASE("hierarchical collectives on simulated nodes: right results, and the gain at 8 x N GPUs", "[sim][hierarchical]") {
+  using ring_ring = weft::hierarchical<weft::ring, weft::ring>;
+  const weft::sim::link_speed nvlink{.gbit_per_s = 7200, .latency_us = 0.5}, nic{.gbit_per_s = 400, .latency_us = 5};
+  // Real payload: every hierarchical collective against the serial reference on 2 nodes of 3.
+  {
+    weft_test::failures sink;
+    weft::sim::run(weft::sim::fabric::nodes(2, 3, nvlink, nic, 3), [&](comm_type& comm) {
+      CHECK(comm.hosts().hosts() == 2);
+      for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+        weft_test::allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false, weft::sum{}, false);
+        weft_test::allreduce_case<std::int32_t, weft::sum, ring_ring>(comm, sink, count, true, weft::sum{}, false);
+        weft_test::reduce_scatter_case<float, ring_ring>(comm, sink, count);
+        weft_test::allgather_case<float, ring_ring>(comm, sink, count, false);
+        weft_test::broadcast_case<float, ring_ring>(comm, sink, count, 4);
+      }
+    });
+    INFO(sink.summary());
+    CHECK(sink.empty());
+  }
+  // Phantom 256 MiB on N nodes of 8 GPUs with a NIC per GPU: the flat ring pushes nearly twice
+  // the data through the one NIC at each node boundary of its cycle; the hierarchical allreduce
+  // reduces over NVLink first and sends each GPU's eighth across on all 8 NICs at once.
+  for (const int nodes : {2, 4, 8}) {
+    const auto machine = weft::sim::fabric::nodes(nodes, 8, nvlink, nic, 8);
+    auto time_of = [&](auto algorithm) {
+      return weft::sim::run(
+          machine,
+          [&](comm_type& comm) {
+            weft::sim::phantom<float> data(std::size_t{1} << 26);
+            weft::allreduce(comm, data.span(), weft::sum{}, decltype(algorithm){});
+          },
+          weft::sim::payload::phantom);
+    };
+    const auto flat = time_of(weft::ring{});
+    const auto tiers = time_of(ring_ring{});
+    std::printf("simulated %d x 8 GPUs, 256 MiB allreduce: ring %.0f us, hierarchical(ring,ring) %.0f us (%.1fx), "
+                "scale-out bytes %.2f vs %.2f GiB\n",
+                nodes, flat.seconds * 1e6, tiers.seconds * 1e6, flat.seconds / tiers.seconds,
+                flat.scale_out_bytes / 2 / (1 << 30), tiers.scale_out_bytes / 2 / (1 << 30));
+    CHECK(tiers.seconds * 3 < flat.seconds);
+    CHECK(tiers.scale_out_bytes < flat.scale_out_bytes * 1.0001);
+  }
+}
