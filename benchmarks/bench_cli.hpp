@@ -92,7 +92,8 @@ inline std::string joined(const std::vector<std::string>& names) {
   std::exit(2);
 }
 
-inline std::size_t parse_size(const std::string& flag, const char* text) {
+// "8", "64K", "16M", "1G" (powers of 1024) as bytes; nothing for anything else.
+inline std::optional<std::size_t> size_value(const char* text) {
   char* end = nullptr;
   errno = 0;
   const double value = std::strtod(text, &end);
@@ -105,10 +106,14 @@ inline std::size_t parse_size(const std::string& flag, const char* text) {
       default: break;
     }
   }
-  if (end == text || *end != '\0' || errno != 0 || !(value >= 0) || value * scale > 1e15) {
-    usage(flag + " wants a size in bytes such as 8, 64K or 16M, not '" + text + "'");
-  }
+  if (end == text || *end != '\0' || errno != 0 || !(value >= 0) || value * scale > 1e15) return std::nullopt;
   return static_cast<std::size_t>(value * scale);
+}
+
+inline std::size_t parse_size(const std::string& flag, const char* text) {
+  const auto bytes = size_value(text);
+  if (!bytes) usage(flag + " wants a size in bytes such as 8, 64K or 16M, not '" + text + "'");
+  return *bytes;
 }
 
 inline int parse_int(const std::string& flag, const char* text, int lowest) {

@@ -1,0 +1,283 @@
+// weft-sim: weft's collectives on a simulated machine, in weft-bench's columns plus where the
+// bytes went (weft/transport/sim.hpp; docs/simulator.md has the model).
+//
+//   weft-sim --fabric hgx --nodes 4 --collective allreduce -b 1M -e 1G -f 32
+//            --algorithm 'ring,recursive_halving,hierarchical(ring,ring),automatic' [--json out.json]
+//
+// Fabrics: hgx (N nodes of 8 GPUs: NVLink at 900 GB/s a GPU and 0.5 us, one 400 Gbit/s NIC a GPU
+// at 5 us, HBM at 4 TB/s; --gpus-per-node, --nics, --scale-up-gbps, --scale-up-us,
+// --scale-out-gbps, --scale-out-us and --memory-gbs change them) and uniform (--ranks N ports
+// of --gbps at --latency-us into a switch that never blocks: the alpha-beta machine). Buffers
+// are phantom: nothing is moved, so sizes and rank counts are those of the machine simulated.
+// Exit 0, 2 for bad flags, 1 when a run failed.
+#include "bench_cli.hpp"
+
+#include <weft/transport/sim.hpp>
+#include <weft/weft.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct sim_settings {
+  std::string fabric = "hgx";
+  int nodes = 2;
+  int gpus_per_node = 8;
+  int nics = 0;  // 0: one a GPU
+  double scale_up_gbps = 7200, scale_up_us = 0.5;
+  double scale_out_gbps = 400, scale_out_us = 5;
+  double memory_gbs = 4000;
+  int ranks = 8;  // uniform
+  double gbps = 400, latency_us = 2;
+  std::string collective = "allreduce";
+  std::vector<std::string> algorithms = {"automatic"};
+  std::size_t min_bytes = std::size_t{1} << 20, max_bytes = std::size_t{1} << 30, factor = 4;
+  std::string json;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "weft-sim: %s\n"
+               "usage: weft-sim [--fabric hgx|uniform] [--nodes N] [--gpus-per-node G] [--nics K]\n"
+               "                [--scale-up-gbps X] [--scale-up-us X] [--scale-out-gbps X] [--scale-out-us X]\n"
+               "                [--memory-gbs X] [--ranks N] [--gbps X] [--latency-us X]\n"
+               "                [--collective allreduce|reduce_scatter|allgather|broadcast|alltoall]\n"
+               "                [--algorithm A[,B...]] [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [--json FILE]\n"
+               "  algorithms: any WEFT_ALGO spelling (ring, recursive_halving, hierarchical(ring,ring), ...)\n"
+               "  or automatic; sizes take K, M and G suffixes (powers of 1024)\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+double number(const std::string& flag, const char* text, double lowest) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value >= lowest)) {
+    usage(flag + " wants a number >= " + std::to_string(lowest) + ", not '" + text + "'");
+  }
+  return value;
+}
+
+int whole(const std::string& flag, const char* text, int lowest) {
+  const double value = number(flag, text, lowest);
+  if (value != static_cast<int>(value)) usage(flag + " wants a whole number, not '" + std::string(text) + "'");
+  return static_cast<int>(value);
+}
+
+// Splits "a,b(c,d),e" at the commas outside parentheses.
+std::vector<std::string> algorithm_list(const std::string& text) {
+  std::vector<std::string> names;
+  std::string current;
+  int depth = 0;
+  for (const char c : text) {
+    if (c == ',' && depth == 0) {
+      names.push_back(current);
+      current.clear();
+      continue;
+    }
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    current += c;
+  }
+  names.push_back(current);
+  for (const auto& name : names) {
+    if (name.empty()) usage("--algorithm has an empty name in '" + text + "'");
+  }
+  return names;
+}
+
+sim_settings parse(int argc, char** argv) {
+  sim_settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage(flag + " needs a value");
+    const char* value = argv[++i];
+    if (flag == "--fabric") s.fabric = value;
+    else if (flag == "--nodes") s.nodes = whole(flag, value, 1);
+    else if (flag == "--gpus-per-node") s.gpus_per_node = whole(flag, value, 1);
+    else if (flag == "--nics") s.nics = whole(flag, value, 1);
+    else if (flag == "--scale-up-gbps") s.scale_up_gbps = number(flag, value, 1e-9);
+    else if (flag == "--scale-up-us") s.scale_up_us = number(flag, value, 0);
+    else if (flag == "--scale-out-gbps") s.scale_out_gbps = number(flag, value, 1e-9);
+    else if (flag == "--scale-out-us") s.scale_out_us = number(flag, value, 0);
+    else if (flag == "--memory-gbs") s.memory_gbs = number(flag, value, 0);
+    else if (flag == "--ranks") s.ranks = whole(flag, value, 1);
+    else if (flag == "--gbps") s.gbps = number(flag, value, 1e-9);
+    else if (flag == "--latency-us") s.latency_us = number(flag, value, 0);
+    else if (flag == "--collective") s.collective = value;
+    else if (flag == "--algorithm") s.algorithms = algorithm_list(value);
+    else if (flag == "--json") s.json = value;
+    else if (flag == "-b" || flag == "-e" || flag == "-f") {
+      const auto bytes = weft_bench::size_value(value);
+      if (!bytes || (flag == "-f" && *bytes < 2)) usage(flag + " wants a size such as 8, 64K or 16M, not '" + value + "'");
+      (flag == "-b" ? s.min_bytes : flag == "-e" ? s.max_bytes : s.factor) = *bytes;
+    } else {
+      usage("unknown flag " + flag);
+    }
+  }
+  if (s.fabric != "hgx" && s.fabric != "uniform") usage("--fabric '" + s.fabric + "' is not hgx or uniform");
+  const std::vector<std::string> collectives = {"allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall"};
+  if (std::find(collectives.begin(), collectives.end(), s.collective) == collectives.end()) {
+    usage("--collective '" + s.collective + "' is not one of allreduce, reduce_scatter, allgather, broadcast, alltoall");
+  }
+  if (s.nics > s.gpus_per_node) usage("--nics must not exceed --gpus-per-node");
+  if (s.min_bytes < sizeof(float)) usage("-b must be at least 4 bytes (one float)");
+  if (s.min_bytes > s.max_bytes) usage("-b must not exceed -e");
+  return s;
+}
+
+weft::sim::fabric machine_of(const sim_settings& s) {
+  if (s.fabric == "uniform") return weft::sim::fabric::uniform(s.ranks, {.gbit_per_s = s.gbps, .latency_us = s.latency_us});
+  auto machine = weft::sim::fabric::nodes(s.nodes, s.gpus_per_node, {.gbit_per_s = s.scale_up_gbps, .latency_us = s.scale_up_us},
+                                          {.gbit_per_s = s.scale_out_gbps, .latency_us = s.scale_out_us},
+                                          s.nics == 0 ? s.gpus_per_node : s.nics);
+  machine.with_memory_bandwidth(s.memory_gbs);
+  return machine;
+}
+
+// One call of the collective on this rank, `bytes` per rank's buffer (a block, for the
+// gathering and scattering ones, as weft-bench counts them); returns the algorithm that ran.
+std::string call(weft::communicator<weft::sim::transport>& comm, const std::string& collective, std::size_t bytes) {
+  const std::size_t count = bytes / sizeof(float);
+  const auto P = static_cast<std::size_t>(comm.size());
+  if (collective == "allreduce") {
+    weft::sim::phantom<float> data(count);
+    return std::string(weft::allreduce(comm, data.span(), weft::sum{}).algorithm);
+  }
+  if (collective == "broadcast") {
+    weft::sim::phantom<float> data(count);
+    return std::string(weft::broadcast(comm, data.span(), 0).algorithm);
+  }
+  if (collective == "allgather") {
+    weft::sim::phantom<float> mine(count), all(count * P);
+    return std::string(weft::allgather(comm, std::span<const float>(mine.span()), all.span()).algorithm);
+  }
+  if (collective == "reduce_scatter") {
+    weft::sim::phantom<float> all(count * P), mine(count);
+    return std::string(weft::reduce_scatter(comm, std::span<const float>(all.span()), mine.span(), weft::sum{}).algorithm);
+  }
+  weft::sim::phantom<float> in(count * P), out(count * P);
+  return std::string(weft::alltoall(comm, std::span<const float>(in.span()), out.span()).algorithm);
+}
+
+struct row {
+  std::size_t bytes;
+  std::string algorithm;
+  std::string chosen;  // what ran (automatic's choice)
+  weft::sim::report measured;
+  double busbw;
+  std::size_t hottest;
+  double utilization;
+};
+
+std::string json_text(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const sim_settings s = parse(argc, argv);
+  const auto machine = machine_of(s);
+  const int p = machine.ranks();
+  std::printf("# weft-sim: fabric %s, %d ranks", machine.name().c_str(), p);
+  if (s.fabric == "hgx") {
+    std::printf(" (%d nodes x %d; scale-up %g Gbit/s %g us, scale-out %d NIC(s) a node of %g Gbit/s %g us, memory %g GB/s)",
+                s.nodes, s.gpus_per_node, s.scale_up_gbps, s.scale_up_us, s.nics == 0 ? s.gpus_per_node : s.nics,
+                s.scale_out_gbps, s.scale_out_us, s.memory_gbs);
+  } else {
+    std::printf(" (ports of %g Gbit/s, %g us)", s.gbps, s.latency_us);
+  }
+  std::printf("\n# collective %s, float sum, phantom payload (simulated time; bytes counted once per message)\n",
+              s.collective.c_str());
+  std::printf("#%11s  %-30s %12s %9s %9s %12s %12s  %s\n", "size (B)", "algorithm", "time (us)", "algbw", "busbw",
+              "scale-up B", "scale-out B", "hottest link (busy)");
+  std::vector<row> rows;
+  const auto started = std::chrono::steady_clock::now();
+  auto last_progress = started;
+  std::vector<std::size_t> sizes;
+  for (std::size_t bytes = s.min_bytes; bytes <= s.max_bytes; bytes *= s.factor) {
+    sizes.push_back(bytes);
+    if (bytes > s.max_bytes / s.factor) break;
+  }
+  const std::size_t total = sizes.size() * s.algorithms.size();
+  std::size_t runs = 0;
+  int status = 0;
+  for (const std::size_t bytes : sizes) {
+    for (const auto& algorithm : s.algorithms) {
+      if (algorithm == "automatic") {
+        unsetenv("WEFT_ALGO");
+      } else {
+        const std::string spec = s.collective + "=" + algorithm;
+        setenv("WEFT_ALGO", spec.c_str(), 1);
+      }
+      std::string chosen;
+      try {
+        const auto measured = weft::sim::run(
+            machine,
+            [&](weft::communicator<weft::sim::transport>& comm) {
+              const std::string ran = call(comm, s.collective, bytes);
+              if (comm.rank() == 0) chosen = ran;
+            },
+            weft::sim::payload::phantom);
+        std::size_t hottest = 0;
+        for (std::size_t l = 1; l < measured.link_bytes.size(); ++l) {
+          if (measured.link_bytes[l] > measured.link_bytes[hottest]) hottest = l;
+        }
+        const auto& link = machine.links()[hottest];
+        const double busy = measured.seconds > 0 ? measured.link_bytes[hottest] / link.bytes_per_s / measured.seconds : 0;
+        const double algbw = measured.seconds > 0 ? static_cast<double>(bytes) / measured.seconds / 1e9 : 0;
+        const double busbw = algbw * weft_bench::bus_factor(s.collective, p);
+        const std::string shown = algorithm == "automatic" ? "automatic: " + chosen : algorithm;
+        std::printf("%12zu  %-30s %12.2f %9.2f %9.2f %12.4g %12.4g  %s (%.0f%%)\n", bytes, shown.c_str(),
+                    measured.seconds * 1e6, algbw, busbw, measured.scale_up_bytes / 2, measured.scale_out_bytes / 2,
+                    link.name.c_str(), 100 * busy);
+        rows.push_back({bytes, algorithm, chosen, measured, busbw, hottest, busy});
+      } catch (const std::exception& failure) {
+        std::printf("%12zu  %-30s failed: %s\n", bytes, algorithm.c_str(), failure.what());
+        status = 1;
+      }
+      std::fflush(stdout);
+      ++runs;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_progress > std::chrono::seconds(5)) {
+        last_progress = now;
+        std::fprintf(stderr, "weft-sim: %zu of %zu runs, %.0f s\n", runs, total,
+                     std::chrono::duration<double>(now - started).count());
+      }
+    }
+  }
+  if (!s.json.empty()) {
+    std::ofstream out(s.json);
+    out << "{\"fabric\": " << json_text(machine.name()) << ", \"ranks\": " << p
+        << ", \"collective\": " << json_text(s.collective) << ", \"rows\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const row& r = rows[i];
+      char seconds[64];
+      std::snprintf(seconds, sizeof(seconds), "%.17g", r.measured.seconds);
+      out << (i ? ",\n  " : "\n  ") << "{\"bytes\": " << r.bytes << ", \"algorithm\": " << json_text(r.algorithm)
+          << ", \"ran\": " << json_text(r.chosen) << ", \"seconds\": " << seconds << ", \"busbw_gbs\": " << r.busbw
+          << ", \"scale_up_bytes\": " << r.measured.scale_up_bytes / 2 << ", \"scale_out_bytes\": "
+          << r.measured.scale_out_bytes / 2 << ", \"messages\": " << r.measured.messages
+          << ", \"hottest_link\": " << json_text(machine.links()[r.hottest].name) << ", \"hottest_busy\": " << r.utilization
+          << "}";
+    }
+    out << "\n]}\n";
+    if (!out) {
+      std::fprintf(stderr, "weft-sim: could not write %s\n", s.json.c_str());
+      return 1;
+    }
+  }
+  return status;
+}
