@@ -18,6 +18,7 @@
 // function throws ends the run: the others' waits throw errc::peer_lost naming it.
 #pragma once
 
+#include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
 #include "weft/hosts.hpp"
 #include "weft/memory.hpp"
@@ -96,27 +97,8 @@ static_assert(memory_space<memory>);
 // One rank's endpoint (weft::transport). Used by that rank's thread only.
 class transport {
  public:
-  class request {
-   public:
-    request() = default;
-    request(detail::operation* op, transport* owner) : op_(op), owner_(owner) {}
-    request(request&& other) noexcept : op_(std::exchange(other.op_, nullptr)), owner_(other.owner_) {}
-    request& operator=(request&& other) noexcept {
-      if (this != &other) {
-        release();
-        op_ = std::exchange(other.op_, nullptr);
-        owner_ = other.owner_;
-      }
-      return *this;
-    }
-    ~request() { release(); }
-    detail::operation* operation() const { return op_; }
-
-   private:
-    void release();
-    detail::operation* op_ = nullptr;
-    transport* owner_ = nullptr;
-  };
+  // Drops (cancels) its operation when destroyed (weft/detail/request_handle.hpp).
+  using request = weft::detail::request_handle<transport, detail::operation>;
 
   transport(world* shared, int rank) : world_(shared), rank_(rank), memory_(shared, rank) {}
 
@@ -137,6 +119,9 @@ class transport {
   double now() const;
 
  private:
+  friend request;
+  void cancel(detail::operation* op);
+
   world* world_;
   int rank_;
   sim::memory memory_;
@@ -476,10 +461,7 @@ inline bool transport::wait(request& operation, deadline_clock::time_point) {
   return world_->wait(rank_, operation.operation());
 }
 inline bool transport::test(request& operation) { return world_->test(rank_, operation.operation()); }
-inline void transport::request::release() {
-  if (op_ != nullptr) owner_->world_->release(op_);
-  op_ = nullptr;
-}
+inline void transport::cancel(detail::operation* op) { world_->release(op); }
 
 inline void memory::copy(std::span<std::byte> dst, std::span<const std::byte> src) const {
   if (src.empty() || dst.data() == src.data()) return;
