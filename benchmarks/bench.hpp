@@ -425,16 +425,6 @@ inline double average_busbw(const summary& totals) {
   return points ? sum / points : 0.0;
 }
 
-inline std::string json_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out;
-}
-
 inline void write_json(const settings& options, const std::string& system, const std::string& transport, const std::string& description,
                        int ranks, const summary& totals) {
   std::FILE* file = std::fopen(options.json.c_str(), "w");

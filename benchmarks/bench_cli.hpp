@@ -110,6 +110,18 @@ inline std::optional<std::size_t> size_value(const char* text) {
   return static_cast<std::size_t>(value * scale);
 }
 
+// Text for a JSON string (without its quotes): quotes and backslashes escaped, control
+// characters dropped.
+inline std::string json_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out;
+}
+
 inline std::size_t parse_size(const std::string& flag, const char* text) {
   const auto bytes = size_value(text);
   if (!bytes) usage(flag + " wants a size in bytes such as 8, 64K or 16M, not '" + text + "'");

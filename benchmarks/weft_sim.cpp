@@ -176,14 +176,7 @@ struct row {
   double utilization;
 };
 
-std::string json_text(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+std::string json_text(const std::string& text) { return "\"" + weft_bench::json_escape(text) + "\""; }
 
 }  // namespace
 

@@ -242,7 +242,7 @@ class world {
   void wait_for_turn(int rank, std::unique_lock<std::mutex>& lock) {
     rank_state& me = at(rank);
     me.turn.wait(lock, [&] { return running_ == rank || (stopped_ && me.waiting != nullptr); });
-    if (running_ == rank) me.now = std::max(me.now, me.ready == detail::never ? me.now : me.ready);
+    if (running_ == rank) me.now = std::max(me.now, me.ready);  // picked: its ready time is finite
   }
 
   // A rank that is not running gets a new ready time (never: it waits for a message whose time
