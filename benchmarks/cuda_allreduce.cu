@@ -159,7 +159,7 @@ double latency_us(int p, bool& right) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // 4 ranks share a GPU: weft::cuda::check_sharing
+  weft::cuda::request_hardware_queues();  // 4 ranks share a GPU: weft::cuda::check_sharing
   if (const std::string why = weft::cuda::why_no_device(); !why.empty()) {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());
     return 77;

@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -146,9 +145,8 @@ measurement measure_on_gpus(weft::cuda::communicators& gpus, std::vector<rank_ev
 
 // Runs the table; returns the exit status (0 all right, 1 a wrong result, 77 no GPU here).
 int run_cuda(const settings& options) {
-  // Ranks sharing a GPU need hardware queues of their own (weft::cuda::check_sharing): set
-  // before the first CUDA call, unless the environment says otherwise.
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  // Ranks sharing a GPU need hardware queues of their own (weft::cuda::check_sharing).
+  weft::cuda::request_hardware_queues();
   const int visible = weft::cuda::device_count();
   if (visible == 0) {
     std::fprintf(stderr, "%s: skipped: no CUDA device: --transport cuda needs a GPU (%s)\n", program_name,

@@ -13,15 +13,14 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 int main() {
   using namespace std::chrono_literals;
   // Ranks sharing a GPU wait on each other in streams of their own, which need hardware queues
   // of their own: 4 ranks on one GPU need at least 16 (CUDA's default is 8). The driver reads
-  // this once, so it is set before the first CUDA call; a value in the environment stays.
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  // the number once, so it is asked for before the first CUDA call.
+  weft::cuda::request_hardware_queues();
   const int visible = weft::cuda::device_count();
   if (visible == 0) {
     std::printf("skipped: no CUDA device (%s)\n", weft::cuda::why_no_device().c_str());

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -279,7 +278,7 @@ void group(const std::string& what, F&& cases) {
 }  // namespace
 
 int main() {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // up to 5 ranks share a GPU: weft::cuda::check_sharing
+  weft::cuda::request_hardware_queues();  // up to 5 ranks share a GPU: weft::cuda::check_sharing
   if (const std::string why = weft::cuda::why_no_device(); !why.empty()) {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());
     return 77;

@@ -78,5 +78,10 @@ int main() {
   GPU_CHECK(weft::cuda::hardware_queues() == 32, "64: at most 32");
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "many", 1);
   GPU_CHECK(weft::cuda::hardware_queues() == 8, "not a number: the default");
+  // request_hardware_queues: 32 unless the environment names a number, which stays.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "16", 1);
+  GPU_CHECK(weft::cuda::request_hardware_queues() == 16, "a number in the environment stays");
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  GPU_CHECK(weft::cuda::request_hardware_queues() == 32, "unset: 32 asked for");
   return finish("no device");
 }

@@ -147,10 +147,19 @@ inline void check_sharing(const std::vector<int>& devices, int queues) {
     throw error(errc::invalid_argument,
                 head + ", which then needs CUDA_DEVICE_MAX_CONNECTIONS of at least " + std::to_string(4 * sharing) +
                     " (it is " + std::to_string(queues) +
-                    (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr ? ", CUDA's default" : "") +
-                    "): with fewer hardware queues their waiting streams can block each other for good. Set "
-                    "CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before the program starts");
+                    "; CUDA's default is 8): with fewer hardware queues their waiting streams can block each "
+                    "other for good. Set CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before the program "
+                    "starts, or call weft::cuda::request_hardware_queues() before its first CUDA call");
   }
+}
+
+// For a program that puts several ranks on one GPU: asks the driver for the most hardware queues
+// (CUDA_DEVICE_MAX_CONNECTIONS=32) unless the environment already names a number, and returns
+// the queues the driver will read. The driver reads the variable once, so this must come before
+// the program's first CUDA call.
+inline int request_hardware_queues() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  return hardware_queues();
 }
 
 // A communicator per rank over the GPUs of this process (the counterpart of ncclCommInitAll).
