@@ -4,12 +4,15 @@
 //   cuda-allreduce-bench [bytes (default 256M)] [iterations (default 20)]
 //
 // Prints, for 2 and 4 ranks sharing the visible GPUs (rank i on GPU i % count):
-//   copy     cudaMemcpyAsync device to device, bytes moved per second (one GPU)
-//   busbw    allreduce float sum out of place, 2 (p-1)/p x bytes / time, and busbw / copy
-//   latency  8-byte allreduce, median microseconds per call over 200 calls
-// Time is CUDA events on every rank's stream (the slowest rank counts), after a warm-up; each
-// call's result is checked once (every element must equal the sum over the ranks). Exit 0
-// when every result was right, 1 otherwise, 77 without a GPU.
+//   copy        cudaMemcpyAsync device to device, bytes moved per second (one GPU)
+//   busbw       allreduce float sum out of place, 2 (p-1)/p x bytes / time, and busbw / copy,
+//               for ring (the best message-passing algorithm here), one_shot and automatic
+//   latency     8-byte allreduce (automatic), microseconds per call: 200 calls issued back to
+//               back on every rank, then every stream synchronized (as nccl-tests time)
+//   round trip  one 8-byte allreduce issued on every rank and synchronized, median of 200
+// busbw's time is CUDA events on every rank's stream (the slowest rank counts), after a
+// warm-up; each call's result is checked once (every element must equal the sum over the
+// ranks). Exit 0 when every result was right, 1 otherwise, 77 without a GPU.
 #include <weft/transport/cuda.hpp>
 #include <weft/weft.hpp>
 
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -70,6 +74,7 @@ struct rank_buffers {
 
 // Seconds per allreduce of `count` floats over `p` ranks (the slowest rank's events); sets
 // `right` false when a result differs from the sum.
+template <class Algorithm>
 double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) {
   const int visible = weft::cuda::device_count();
   std::vector<int> devices;
@@ -90,7 +95,8 @@ double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) 
     for (int i = 0; i < times; ++i) {
       for (int r = 0; r < p; ++r) {
         auto& b = ranks[static_cast<std::size_t>(r)];
-        weft::allreduce(gpus[r], std::span<const float>(b.send, count), std::span<float>(b.recv, count), weft::sum{});
+        weft::allreduce(gpus[r], std::span<const float>(b.send, count), std::span<float>(b.recv, count), weft::sum{},
+                        Algorithm{});
       }
     }
   };
@@ -124,9 +130,13 @@ double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) 
   return slowest;
 }
 
-// Median microseconds of one 8-byte allreduce (2 floats) over `p` ranks: issued on every rank,
-// then every stream synchronized, host wall-clock time, 200 calls after 20 of warm-up.
-double latency_us(int p, bool& right) {
+struct latency {
+  double per_call_us;   // 200 calls back to back, per call
+  double round_trip_us; // one call and synchronize, median of 200
+};
+
+// One 8-byte allreduce (2 floats) over `p` ranks, host wall-clock time after 20 calls of warm-up.
+latency latency_us(int p, bool& right) {
   const int visible = weft::cuda::device_count();
   std::vector<int> devices;
   for (int r = 0; r < p; ++r) devices.push_back(r % visible);
@@ -151,9 +161,16 @@ double latency_us(int p, bool& right) {
     weft::cuda::check(cudaMemcpy(got, data[0], sizeof(got), cudaMemcpyDeviceToHost), "cudaMemcpy");
     if (got[0] != static_cast<float>(p) || got[1] != static_cast<float>(p)) right = false;
   }
+  const int calls = 200;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) {
+    for (int r = 0; r < p; ++r) weft::allreduce(gpus[r], std::span<float>(data[static_cast<std::size_t>(r)], 2), weft::sum{});
+  }
+  gpus.synchronize(10s);
+  const double per_call = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
   for (float* d : data) cudaFree(d);
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return {per_call, times[times.size() / 2]};
 }
 
 }  // namespace
@@ -176,15 +193,26 @@ int main(int argc, char** argv) {
     const double copy = static_cast<double>(count * sizeof(float)) / copy_seconds(count * sizeof(float), iterations);
     std::printf("copy      device to device %10.1f GB/s\n", copy / 1e9);
     double two_rank_busbw = 0;
-    for (int p : {2, 4}) {
-      const double seconds = allreduce_seconds(p, count, iterations, right);
+    auto row = [&](int p, auto algorithm) {
+      using A = decltype(algorithm);
+      const double seconds = allreduce_seconds<A>(p, count, iterations, right);
       const double busbw = 2.0 * (p - 1) / p * static_cast<double>(count * sizeof(float)) / seconds;
-      if (p == 2) two_rank_busbw = busbw;
-      std::printf("allreduce %d ranks busbw      %10.1f GB/s   busbw / copy %.3f", p, busbw / 1e9, busbw / copy);
-      if (p != 2) std::printf("   / 2-rank busbw %.3f", busbw / two_rank_busbw);
+      std::printf("allreduce %d ranks %-10s busbw %8.1f GB/s   busbw / copy %.3f", p, std::string(A::name).c_str(),
+                  busbw / 1e9, busbw / copy);
+      if (p == 2 && std::is_same_v<A, weft::automatic>) two_rank_busbw = busbw;
+      if (p != 2 && std::is_same_v<A, weft::automatic>) std::printf("   / 2-rank busbw %.3f", busbw / two_rank_busbw);
       std::printf("\n");
+    };
+    for (int p : {2, 4}) {
+      row(p, weft::ring{});
+      row(p, weft::one_shot{});
+      row(p, weft::automatic{});
     }
-    for (int p : {2, 4}) std::printf("allreduce %d ranks 8 B latency %8.1f us (median of 200)\n", p, latency_us(p, right));
+    for (int p : {2, 4}) {
+      const latency t = latency_us(p, right);
+      std::printf("allreduce %d ranks 8 B latency %8.1f us per call (200 back to back), round trip %.1f us (median)\n",
+                  p, t.per_call_us, t.round_trip_us);
+    }
   } catch (const weft::error& failure) {
     std::printf("weft error: %s\n", failure.what());
     return 1;

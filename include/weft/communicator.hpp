@@ -133,6 +133,32 @@ class communicator {
     return result;
   }
 
+  // Posts this rank's part of the whole current call to a transport that runs collectives
+  // itself (collective_transport; weft::one_shot): allreduce, reduce_scatter or allgather of
+  // `in` into `out`, `combine` null for allgather. Waiting for it orders this rank after the
+  // whole collective. Needs the transport's whole world in rank order: throws
+  // errc::invalid_argument, before anything is posted, on a group of it.
+  pending post_collective(detail::const_bytes in, detail::bytes out, const detail::reducer* combine)
+    requires collective_transport<T>
+  {
+    for (int i = 0; i < size(); ++i) {
+      if (size() != transport_->size() || transport_rank(i) != i) {
+        throw error(errc::invalid_argument,
+                    describe_rank() + ": " + std::string(algorithm_) +
+                        " runs the collective on the transport's whole world, and this communicator is a "
+                        "group of it; nothing was sent");
+      }
+    }
+    note_call();
+    pending result;
+    result.peer_ = rank_;
+    result.is_send_ = true;
+    result.bytes_ = out.size();
+    result.request_.emplace(transport_->post_collective(collective_, in, out, combine, call_tag(0)));
+    bytes_sent_ += in.size();
+    return result;
+  }
+
   // Blocks until `operation` completes; throws errc::timeout after settings().timeout.
   void wait(pending& operation) {
     if (!operation.active()) return;

@@ -16,6 +16,7 @@
 #include <string>
 #include <type_traits>
 
+#include "weft/call.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
 
@@ -108,6 +109,24 @@ concept reducing_transport =
                              std::span<const std::byte> own, tag_t tag,
                              const detail::reducer& combine) {
       { t.recv_reduce(peer, target, own, tag, combine) } -> std::same_as<typename T::request>;
+    };
+
+// weft::collective_transport<T> — an optional refinement for transports whose ranks all reach
+// each other's buffers (the GPUs of one process, weft::cuda::communicators):
+//   1. t.post_collective(kind, in, out, combine, tag) posts this rank's part of a whole
+//      allreduce, reduce_scatter or allgather (combine is null for allgather) and returns a
+//      request like send's; the transport runs the collective once every rank of the world has
+//      posted with the same tag, each rank reducing its share straight from every rank's input
+//      into every rank's output, in rank order;
+//   2. t.runs_collectives() says whether it can now: false where some rank cannot reach
+//      another's memory (then post_collective throws errc::invalid_argument).
+// weft::one_shot is the algorithm that uses it.
+template <class T>
+concept collective_transport =
+    transport<T> && requires(T& t, collective kind, std::span<const std::byte> in,
+                             std::span<std::byte> out, const detail::reducer* combine, tag_t tag) {
+      { t.post_collective(kind, in, out, combine, tag) } -> std::same_as<typename T::request>;
+      { t.runs_collectives() } -> std::same_as<bool>;
     };
 
 namespace detail {

@@ -96,8 +96,65 @@ void allreduce_case(int p, std::size_t count, Op op, const char* op_name, bool f
   for (int r = 0; r < p; ++r) GPU_CHECK(same(recv[static_cast<std::size_t>(r)].get(), want), what + " rank " + std::to_string(r));
 }
 
+// one_shot in place, over several shares (a share is at least 1 MiB), issued from one thread.
+void one_shot_in_place(int p, std::size_t count) {
+  weft::cuda::communicators gpus(devices_for(p));
+  std::vector<device_vector<float>> data;
+  for (int r = 0; r < p; ++r) {
+    data.emplace_back(gpus.device(r), count);
+    std::vector<float> mine(count);
+    for (std::size_t i = 0; i < count; ++i) mine[i] = value_for<float>(r, i, false);
+    data.back().put(mine);
+  }
+  std::vector<weft::report> reports;
+  for (int r = 0; r < p; ++r) reports.push_back(weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(), weft::sum{}, weft::one_shot{}));
+  gpus.synchronize(20s);
+  std::vector<float> want(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    float v = value_for<float>(0, i, false);
+    for (int q = 1; q < p; ++q) v += value_for<float>(q, i, false);
+    want[i] = v;
+  }
+  const std::string what = "one_shot in place p=" + std::to_string(p) + " count=" + std::to_string(count);
+  for (int r = 0; r < p; ++r) {
+    GPU_CHECK(reports[static_cast<std::size_t>(r)].algorithm == "one_shot", what + ": the report names it");
+    GPU_CHECK(same(data[static_cast<std::size_t>(r)].get(), want), what + " rank " + std::to_string(r));
+  }
+}
+
+// Rank 1 of 3 never issues its one_shot allreduce: synchronize names it; abort releases.
+void one_shot_never_issued() {
+  weft::cuda::communicators gpus(devices_for(3));
+  std::vector<device_vector<float>> data;
+  for (int r = 0; r < 3; ++r) data.emplace_back(gpus.device(r), 4096);
+  weft::allreduce(gpus[0], data[0].span(), weft::sum{}, weft::one_shot{});
+  weft::allreduce(gpus[2], data[2].span(), weft::sum{}, weft::one_shot{});
+  std::string said;
+  try {
+    weft::cuda::synchronize(gpus[0], 500ms);
+  } catch (const weft::error& failure) {
+    said = failure.what();
+  }
+  std::printf("one_shot never issued: %s\n", said.c_str());
+  GPU_CHECK(said.find("waits for rank(s) 1 to issue allreduce") != std::string::npos, said);
+  gpus.abort("rank 1 never came");
+  for (int r = 0; r < 3; ++r) {
+    std::string after;
+    try {
+      gpus.synchronize(r, 10s);
+    } catch (const weft::error& failure) {
+      after = failure.what();
+    }
+    GPU_CHECK(after.find("rank 1 never came") != std::string::npos, "after abort, rank " + std::to_string(r) + ": " + after);
+  }
+}
+
 template <class T>
 void every_op(int p) {
+  allreduce_case<T, weft::sum, weft::one_shot>(p, 1003, weft::sum{}, "sum", false);
+  allreduce_case<T, weft::prod, weft::one_shot>(p, 1003, weft::prod{}, "prod", true);
+  allreduce_case<T, weft::min, weft::one_shot>(p, 1003, weft::min{}, "min", false);
+  allreduce_case<T, weft::max, weft::one_shot>(p, 1003, weft::max{}, "max", false);
   allreduce_case<T, weft::sum, weft::ring>(p, 1003, weft::sum{}, "sum", false);
   allreduce_case<T, weft::prod, weft::recursive_halving>(p, 1003, weft::prod{}, "prod", true);
   allreduce_case<T, weft::min, weft::double_binary_tree>(p, 1003, weft::min{}, "min", false);
@@ -106,8 +163,10 @@ void every_op(int p) {
     allreduce_case<T, weft::band, weft::ring>(p, 1003, weft::band{}, "band", false);
     allreduce_case<T, weft::bor, weft::recursive_doubling>(p, 1003, weft::bor{}, "bor", false);
     allreduce_case<T, weft::bxor, weft::automatic>(p, 1003, weft::bxor{}, "bxor", false);
+    allreduce_case<T, weft::bxor, weft::one_shot>(p, 1003, weft::bxor{}, "bxor", false);
   } else {
     allreduce_case<T, weft::avg, weft::ring>(p, 1003, weft::avg{}, "avg", false);
+    allreduce_case<T, weft::avg, weft::one_shot>(p, 1003, weft::avg{}, "avg", false);
   }
 }
 
@@ -148,6 +207,7 @@ void other_collectives(int p, std::size_t count) {
   run_allgather(weft::recursive_doubling{});
   run_allgather(weft::bruck{});
   run_allgather(weft::direct{});
+  run_allgather(weft::one_shot{});
 
   // broadcast from the last rank
   auto run_broadcast = [&](auto algorithm) {
@@ -197,6 +257,7 @@ void other_collectives(int p, std::size_t count) {
   run_reduce_scatter(weft::ring{});
   run_reduce_scatter(weft::recursive_halving{});
   run_reduce_scatter(weft::direct{});
+  run_reduce_scatter(weft::one_shot{});
 
   // alltoall: rank r sends block j to rank j
   auto run_alltoall = [&](auto algorithm) {
@@ -284,6 +345,10 @@ int main() {
     return 77;
   }
   group("a rank that never issues its call, then abort", [] { never_issued(); });
+  group("one_shot: a rank that never issues its part, then abort", [] { one_shot_never_issued(); });
+  group("one_shot in place over several shares", [] {
+    for (int p : {2, 3, 5}) one_shot_in_place(p, (std::size_t{3} << 20) + 5);
+  });
   for (int p = 1; p <= 5; ++p) {
     for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{(1 << 20) + 3}}) {
       group("allreduce, every algorithm, p=" + std::to_string(p) + " count=" + std::to_string(count), [&] {
@@ -292,6 +357,7 @@ int main() {
         allreduce_case<float, weft::sum, weft::recursive_doubling>(p, count, weft::sum{}, "sum", false);
         allreduce_case<float, weft::sum, weft::recursive_halving>(p, count, weft::sum{}, "sum", false);
         allreduce_case<float, weft::sum, weft::direct>(p, count, weft::sum{}, "sum", false);
+        allreduce_case<float, weft::sum, weft::one_shot>(p, count, weft::sum{}, "sum", false);
         allreduce_case<float, weft::sum, weft::automatic>(p, count, weft::sum{}, "sum", false);
       });
       group("the other collectives, p=" + std::to_string(p) + " count=" + std::to_string(count), [&] {

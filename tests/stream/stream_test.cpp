@@ -61,7 +61,7 @@ TEST_CASE("stream: one thread issues allreduce on every rank in turn (seed 003's
   for (int p = 1; p <= 5; ++p) {
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
       for_each_algorithm<weft::ring, weft::double_binary_tree, weft::recursive_doubling, weft::recursive_halving,
-                         weft::direct, weft::automatic>([&](auto algorithm) {
+                         weft::direct, weft::one_shot, weft::automatic>([&](auto algorithm) {
         using A = typename decltype(algorithm)::type;
         one_thread_allreduce<float, weft::sum, A>(p, count, weft::sum{}, sink);
       });
@@ -73,7 +73,12 @@ TEST_CASE("stream: one thread issues allreduce on every rank in turn (seed 003's
         one_thread_allreduce<T, weft::max, weft::ring>(4, 777, weft::max{}, sink);
         one_thread_allreduce<T, weft::min, weft::recursive_halving>(3, 777, weft::min{}, sink);
         one_thread_allreduce<T, weft::sum, weft::direct>(4, 777, weft::sum{}, sink);
+        one_thread_allreduce<T, weft::prod, weft::one_shot>(5, 777, weft::prod{}, sink);
       });
+  // Shares of at least 1 MiB: 2.8 MB on 3 ranks is three shares, the last one shorter.
+  one_thread_allreduce<float, weft::sum, weft::one_shot>(3, 700001, weft::sum{}, sink);
+  one_thread_allreduce<float, weft::avg, weft::one_shot>(4, 300000, weft::avg{}, sink);
+  one_thread_allreduce<std::int16_t, weft::band, weft::one_shot>(2, 1048577, weft::band{}, sink);
   one_thread_allreduce<float, weft::avg, weft::ring>(4, 999, weft::avg{}, sink);
   one_thread_allreduce<std::uint32_t, weft::bxor, weft::double_binary_tree>(5, 999, weft::bxor{}, sink);
   one_thread_allreduce<std::int64_t, weft::prod, weft::recursive_doubling>(3, 999, weft::prod{}, sink);
@@ -202,4 +207,102 @@ TEST_CASE("stream: a world destroyed with a call still waiting ends (bounded), a
     comms.clear();
   }
   CHECK(std::chrono::steady_clock::now() - start < 60s);
+}
+
+namespace {
+
+// A non-commutative reduction: composing affine maps x -> m x + c in rank order.
+struct affine {
+  std::int64_t m = 1;
+  std::int64_t c = 0;
+};
+struct compose {
+  affine operator()(affine f, affine g) const { return {f.m * g.m, f.m * g.c + f.c}; }
+};
+
+}  // namespace
+
+TEST_CASE("stream: one_shot reduces in rank order, spread over shares, in place, for a non-commutative op") {
+  for (int p : {1, 2, 5}) {
+    world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
+    auto comms = communicators_of(ranks);
+    const std::size_t count = 200000;  // 3.2 MB: shares on every rank
+    auto value = [](int rank, std::size_t i) {
+      return affine{static_cast<std::int64_t>(rank % 3 + 1), static_cast<std::int64_t>((i + 7 * rank) % 11)};
+    };
+    std::vector<std::vector<affine>> data(static_cast<std::size_t>(p));
+    for (int r = 0; r < p; ++r) {
+      for (std::size_t i = 0; i < count; ++i) data[static_cast<std::size_t>(r)].push_back(value(r, i));
+    }
+    std::vector<weft::report> reports;
+    for (int r = 0; r < p; ++r) {
+      reports.push_back(weft::allreduce(comms[static_cast<std::size_t>(r)], std::span<affine>(data[static_cast<std::size_t>(r)]),
+                                        compose{}, weft::one_shot{}));
+    }
+    synchronize_all(ranks);
+    for (int r = 0; r < p; ++r) {
+      INFO("p " << p << " rank " << r);
+      CHECK(reports[static_cast<std::size_t>(r)].algorithm == "one_shot");
+      CHECK(reports[static_cast<std::size_t>(r)].steps == 1);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        affine want = value(0, i);
+        for (int q = 1; q < p; ++q) want = compose{}(want, value(q, i));
+        const affine got = data[static_cast<std::size_t>(r)][i];
+        wrong += (got.m != want.m || got.c != want.c) ? 1 : 0;
+      }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("stream: automatic picks one_shot where the world runs collectives whole") {
+  world_t ranks({}, {0, 0, 0});
+  auto comms = communicators_of(ranks);
+  std::vector<std::vector<float>> data(3, std::vector<float>(1 << 20, 1.0f));
+  for (int r = 0; r < 3; ++r) {
+    for (std::size_t bytes : {std::size_t{8}, std::size_t{4} << 20}) {
+      const auto report = weft::allreduce(comms[static_cast<std::size_t>(r)],
+                                          std::span<float>(data[static_cast<std::size_t>(r)]).first(bytes / 4), weft::sum{});
+      CHECK(report.algorithm == "one_shot");
+    }
+  }
+  synchronize_all(ranks);
+  CHECK(data[1][0] == 9.0f);   // the first 8 bytes took part in both calls: (1 * 3) * 3
+  CHECK(data[2][100] == 3.0f);
+}
+
+TEST_CASE("stream: one_shot names the rank that never issued its part; sizes that differ are a mismatch") {
+  {
+    world_t ranks({}, {0, 0, 0});
+    auto comms = communicators_of(ranks);
+    std::vector<std::vector<float>> data(3, std::vector<float>(1000, 1.0f));
+    weft::allreduce(comms[0], std::span<float>(data[0]), weft::sum{}, weft::one_shot{});
+    weft::allreduce(comms[2], std::span<float>(data[2]), weft::sum{}, weft::one_shot{});
+    std::string said;
+    try {
+      weft::stream::synchronize(comms[0], 300ms);
+    } catch (const weft::error& failure) {
+      CHECK(failure.code() == weft::errc::timeout);
+      said = failure.what();
+    }
+    INFO(said);
+    CHECK(said.find("waits for rank(s) 1 to issue allreduce (algorithm one_shot)") != std::string::npos);
+    weft::stream::abort(comms[0], "rank 1 is gone");
+    for (int r = 0; r < 3; ++r) CHECK_THROWS_AS(ranks.synchronize(r, 5s), weft::error);
+  }
+  {
+    world_t ranks({}, {0, 0});
+    auto comms = communicators_of(ranks);
+    std::vector<float> small(10, 1.0f), large(12, 1.0f);
+    weft::allreduce(comms[0], std::span<float>(small), weft::sum{}, weft::one_shot{});
+    try {
+      weft::allreduce(comms[1], std::span<float>(large), weft::sum{}, weft::one_shot{});
+      FAIL("allreduce of 48 bytes met one of 40");
+    } catch (const weft::error& failure) {
+      CHECK(failure.code() == weft::errc::mismatch);
+      CHECK(std::string(failure.what()).find("rank 0 posted allreduce of 40 bytes") != std::string::npos);
+    }
+    CHECK_THROWS_AS(ranks.synchronize(0, 5s), weft::error);  // released, and told why
+  }
 }

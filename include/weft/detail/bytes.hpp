@@ -85,6 +85,11 @@ class reducer {
                         std::span<const T>(reinterpret_cast<const T*>(a.data()), count),
                         std::span<const T>(reinterpret_cast<const T*>(b.data()), count),
                         *static_cast<const Op*>(op_pointer));
+        }),
+        reduce_all_([](void* memory_pointer, const void* op_pointer, std::span<std::byte* const> outs,
+                       std::span<const std::byte* const> ins, std::size_t size) {
+          reduce_all_with<T>(*static_cast<Memory*>(memory_pointer), *static_cast<const Op*>(op_pointer), outs, ins,
+                             size);
         }) {
     if constexpr (held_by_value<Op>) std::memcpy(op_value_, static_cast<const void*>(&op), sizeof(Op));
   }
@@ -101,6 +106,18 @@ class reducer {
     }
     if (!dst.empty()) combine_(&memory, op(), dst, a, b);
   }
+  // outs[k] = ins[0] op ins[1] op ... op ins[m-1], folded left to right, for every k (`size`
+  // bytes each; with one input, a copy into every output). A memory space with reduce_all
+  // (weft::cuda::device_memory: one kernel) does it in one pass; any other combines into
+  // outs[0] and copies from there. An output may be the first input, no other.
+  template <class Memory>
+  void apply_all_in(Memory& memory, std::span<std::byte* const> outs, std::span<const std::byte* const> ins,
+                    std::size_t size) const {
+    if (memory_type_ != &type_tag<std::remove_cv_t<Memory>>) {
+      throw error(errc::invalid_argument, "a reduction made for one memory space was applied in another");
+    }
+    if (size != 0 && !outs.empty() && !ins.empty()) reduce_all_(&memory, op(), outs, ins, size);
+  }
   std::size_t element_size() const { return element_size_; }
   bool commutative() const { return commutative_; }
 
@@ -111,6 +128,27 @@ class reducer {
       std::is_trivially_copyable_v<Op> && sizeof(Op) <= op_room && alignof(Op) <= 16;
   const void* op() const { return op_ != nullptr ? op_ : static_cast<const void*>(op_value_); }
 
+  template <class T, class Op, class Memory>
+  static void reduce_all_with(Memory& memory, const Op& op, std::span<std::byte* const> outs,
+                              std::span<const std::byte* const> ins, std::size_t size) {
+    const std::size_t count = size / sizeof(T);
+    auto out = [&](std::size_t k) { return std::span<T>(reinterpret_cast<T*>(outs[k]), count); };
+    auto in = [&](std::size_t i) { return std::span<const T>(reinterpret_cast<const T*>(ins[i]), count); };
+    if constexpr (requires { memory.reduce_all(outs, ins, count, op, std::type_identity<T>{}); }) {
+      memory.reduce_all(outs, ins, count, op, std::type_identity<T>{});
+    } else {
+      if (ins.size() == 1) {
+        for (std::size_t k = 0; k < outs.size(); ++k) memory.copy(std::as_writable_bytes(out(k)), std::as_bytes(in(0)));
+        return;
+      }
+      memory.combine(out(0), in(0), in(1), op);
+      for (std::size_t i = 2; i < ins.size(); ++i) memory.combine(out(0), std::span<const T>(out(0)), in(i), op);
+      for (std::size_t k = 1; k < outs.size(); ++k) {
+        memory.copy(std::as_writable_bytes(out(k)), std::as_bytes(std::span<const T>(out(0))));
+      }
+    }
+  }
+
   void* memory_;
   const char* memory_type_;  // which Memory memory_ is
   const void* op_;           // the op, when not held in op_value_
@@ -118,6 +156,7 @@ class reducer {
   std::size_t element_size_;
   bool commutative_;
   void (*combine_)(void*, const void*, bytes, const_bytes, const_bytes);
+  void (*reduce_all_)(void*, const void*, std::span<std::byte* const>, std::span<const std::byte* const>, std::size_t);
 };
 
 }  // namespace weft::detail

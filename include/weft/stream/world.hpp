@@ -25,6 +25,12 @@
 // queues behind another on it only when that one was posted earlier on both sides; one that
 // the two ranks posted in different orders gets a lane of its own.
 //
+// Whole collectives (weft::one_shot: allreduce, reduce_scatter, allgather). Every rank posts
+// its part with the call's tag; the last post enqueues on one lane of each device a wait for
+// every rank's post, that device's share of the work straight from every input into every
+// output, and the device's done flag (weft/stream/whole_collective.hpp); each rank's wait is
+// a wait for each device's flag. No messages, no scratch.
+//
 // Faults. No stream waits for ever: synchronize(rank, timeout) throws errc::timeout naming the
 // rank, the peer, the collective and step whose transfer has not come (a rank that never
 // issued its call, say); abort(reason) writes every flag a stream may wait on, so every stream
@@ -37,7 +43,9 @@
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
+#include "weft/stream/endpoint.hpp"
 #include "weft/stream/flags.hpp"
+#include "weft/stream/whole_collective.hpp"
 #include "weft/transport.hpp"
 
 #include <algorithm>
@@ -57,126 +65,6 @@
 #include <vector>
 
 namespace weft::stream {
-
-// weft::stream::backend<B> — what a stream-ordered world needs of its device:
-//   1. streams (ordered queues of work) made and destroyed per device: make_stream(device),
-//      destroy_stream(s), and idle(s): true once everything enqueued on s has run;
-//   2. memory_on(device, s): the memory space whose copy, combine and allocation run on s;
-//   3. flags: allocate_flags(n) / free_flags(p, n) give 32-bit words streams and host both
-//      reach; write_flag(s, f, v) and wait_flag(s, f, v) enqueue "set *f = v" and "wait until
-//      *f reaches v" (weft/stream/flags.hpp's cyclic comparison);
-//   4. direct_access(reader, owner): a kernel on device `reader` can read `owner`'s memory.
-template <class B>
-concept backend = requires(B& b, typename B::stream_type s, int device, std::uint32_t* flag,
-                           std::uint32_t value, std::size_t n) {
-  { b.make_stream(device) } -> std::same_as<typename B::stream_type>;
-  { b.destroy_stream(s) };
-  { b.idle(s) } -> std::same_as<bool>;
-  { b.memory_on(device, s) } -> std::same_as<typename B::memory_type>;
-  { b.allocate_flags(n) } -> std::same_as<std::uint32_t*>;
-  { b.free_flags(flag, n) };
-  { b.write_flag(s, flag, value) };
-  { b.wait_flag(s, flag, value) };
-  { b.direct_access(device, device) } -> std::same_as<bool>;
-} && memory_space<typename B::memory_type>;
-
-namespace detail {
-
-// Which call a message belongs to, for the errors (weft::communicator tells it at each post).
-struct call_note {
-  collective kind = collective::sendrecv;
-  std::string_view algorithm;
-  int step = 0;
-};
-
-// One posted send or receive. It lives in the world's pool until it is both settled (its
-// transfer enqueued, or withdrawn) and released (its request dropped).
-struct operation {
-  int source = 0;
-  int destination = 0;
-  tag_t tag = 0;
-  const std::byte* send_data = nullptr;
-  std::byte* recv_data = nullptr;
-  std::size_t size = 0;
-  bool is_send = false;
-  std::optional<weft::detail::reducer> combine;  // a reducing receive's (a copy: the call may return first)
-  const std::byte* own = nullptr;
-  std::uint32_t posted = 0;  // the value the poster's "posted" flag takes at this post
-  flag_ticket done;          // shared by the two sides of a transfer
-  bool settled = false;
-  bool released = false;
-  bool waited = false;
-  bool failed = false;         // the two sides' sizes differ
-  std::size_t other_size = 0;  // the other side's size, when they differ
-  call_note note;
-};
-
-// A stream's wait for another rank, kept so a timed-out synchronize can say what it waits for.
-struct wait_record {
-  flag_ticket done;
-  int peer = 0;
-  bool is_send = false;
-  std::size_t size = 0;
-  call_note note;
-};
-
-}  // namespace detail
-
-template <backend Backend>
-class world;
-
-// One rank's endpoint (weft::transport, weft::reducing_transport). Used by one host thread at a
-// time, as a communicator is; several ranks' endpoints may be used from one thread.
-template <backend Backend>
-class transport {
- public:
-  using memory_type = typename Backend::memory_type;
-  using request = weft::detail::request_handle<transport, detail::operation>;
-  // Collectives only enqueue: results are there once the stream is synchronized.
-  static constexpr bool stream_ordered = true;
-  static constexpr std::string_view tuning_key = Backend::tuning_key;
-
-  transport(world<Backend>* shared, int rank) : world_(shared), rank_(rank) {}
-
-  int rank() const { return rank_; }
-  int size() const { return world_->size(); }
-  memory_type& memory() { return world_->memory(rank_); }
-  world<Backend>& shared() { return *world_; }
-
-  request send(int peer, std::span<const std::byte> data, tag_t tag) {
-    weft::detail::check_peer(rank_, size(), peer, "send to");
-    return request(world_->post(true, rank_, peer, tag, data.data(), nullptr, data.size(), nullptr, nullptr), this);
-  }
-  request recv(int peer, std::span<std::byte> data, tag_t tag) {
-    weft::detail::check_peer(rank_, size(), peer, "receive from");
-    return request(world_->post(false, peer, rank_, tag, nullptr, data.data(), data.size(), nullptr, nullptr), this);
-  }
-  // target = combine(own, incoming), run by the transfer's lane straight from the send buffer.
-  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
-                      const weft::detail::reducer& combine) {
-    weft::detail::check_peer(rank_, size(), peer, "receive from");
-    return request(world_->post(false, peer, rank_, tag, nullptr, target.data(), target.size(), &combine, own.data()),
-                   this);
-  }
-
-  // Orders this rank's stream after the transfer and returns true at once (never blocks the
-  // host); throws when the two sides' sizes differ or the world was aborted.
-  bool wait(request& operation, deadline_clock::time_point) { return world_->enqueue_wait(rank_, operation.operation()); }
-  bool test(request& operation) { return world_->enqueue_wait(rank_, operation.operation()); }
-
-  // Told by weft::communicator before each post: the call the next messages belong to.
-  void note_call(collective kind, std::string_view algorithm, int step) { world_->note_call(rank_, {kind, algorithm, step}); }
-
-  // weft::communicator's tell_others: a rank that gave up poisons the world.
-  void abort(int, std::string_view reason) { world_->abort(std::string(reason)); }
-
- private:
-  friend request;
-  void cancel(detail::operation* op) { world_->release(op); }
-
-  world<Backend>* world_;
-  int rank_;
-};
 
 template <backend Backend>
 class world {
@@ -203,7 +91,19 @@ class world {
         ranks_.back()->posted = flags_.take_permanent();
       }
       for (std::size_t i = 0; i < devices.size(); ++i) endpoints_.emplace_back(this, static_cast<int>(i));
-      lanes_.resize(devices.size() * devices.size());
+      lanes_.resize(devices.size() * devices.size() + devices.size());  // pairs, then each rank's whole collectives
+      for (const int reader : devices) {
+        for (const int owner : devices) reaches_all_ = reaches_all_ && backend_.direct_access(reader, owner);
+      }
+      for (std::size_t i = 0; i < devices.size(); ++i) {
+        const auto known = std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i), devices[i]);
+        if (known == devices.begin() + static_cast<std::ptrdiff_t>(i)) ranks_on_device_.emplace_back();
+        const auto index = known == devices.begin() + static_cast<std::ptrdiff_t>(i)
+                               ? ranks_on_device_.size() - 1
+                               : device_index_[static_cast<std::size_t>(known - devices.begin())];
+        device_index_.push_back(index);
+        ranks_on_device_[index].push_back(static_cast<int>(i));
+      }
     } catch (...) {
       destroy_streams();
       throw;
@@ -229,10 +129,16 @@ class world {
   // still in flight (they may touch any rank's buffers), then throws what poisoned the world.
   void synchronize(int rank, std::chrono::milliseconds timeout) {
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
-    const auto deadline = deadline_clock::now() + timeout;
+    const auto start = deadline_clock::now();
+    const auto deadline = start + timeout;
     auto pause = std::chrono::microseconds(20);
     while (!backend_.idle(r.stream)) {
-      if (deadline_clock::now() >= deadline) throw timed_out(rank, timeout);
+      const auto now = deadline_clock::now();
+      if (now >= deadline) throw timed_out(rank, timeout);
+      if (now - start < std::chrono::microseconds(200)) {  // a short call: poll, as a stream sync spins
+        std::this_thread::yield();
+        continue;
+      }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(2000));
     }
@@ -277,6 +183,7 @@ class world {
     flag_ticket last;  // the last transfer's done flag (a word that is never written: idle)
     std::uint32_t sent_posted = 0;      // the last transfer's posts
     std::uint32_t received_posted = 0;
+    std::vector<std::uint32_t> whole_posted;  // a whole-collective lane's: the last one's posts
   };
 
   struct rank_state {
@@ -397,8 +304,138 @@ class world {
       }
     }
     const stream_type s = backend_.make_stream(device);
-    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, sent.posted, received.posted}));
+    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, sent.posted, received.posted, {}}));
     return *mine.back();
+  }
+
+  bool runs_collectives() const { return reaches_all_; }
+
+  // Rank `rank`'s part of a whole collective (transport::post_collective).
+  detail::operation* post_collective(int rank, collective kind, std::span<const std::byte> in,
+                                     std::span<std::byte> out, const weft::detail::reducer* combine, tag_t tag) {
+    std::lock_guard lock(mutex_);
+    refuse_if_aborted(rank);
+    const std::string who = "rank " + std::to_string(rank) + ": " + std::string(to_string(kind));
+    if (!reaches_all_) {
+      throw error(errc::invalid_argument, who + " run whole (one_shot) needs every rank's device to reach every "
+                                                "other's memory (peer access), and these devices do not; choose "
+                                                "another algorithm; nothing was sent");
+    }
+    if ((kind != collective::allgather && combine == nullptr) ||
+        (kind != collective::allreduce && kind != collective::reduce_scatter && kind != collective::allgather)) {
+      throw error(errc::invalid_argument, who + " cannot be run whole (only allreduce, reduce_scatter and "
+                                                "allgather, the first two with a reduction); nothing was sent");
+    }
+    const std::size_t p = ranks_.size();
+    auto open = std::find_if(wholes_.begin(), wholes_.end(),
+                             [&](const auto& g) { return !g->enqueued && g->tag == tag; });
+    if (open == wholes_.end()) {
+      auto made = std::make_unique<detail::whole_call>();
+      made->tag = tag;
+      made->kind = kind;
+      made->parts.resize(p);
+      for (std::size_t d = 0; d < ranks_on_device_.size(); ++d) made->done.push_back(flags_.take());
+      wholes_.push_back(std::move(made));
+      open = std::prev(wholes_.end());
+    }
+    detail::whole_call& g = **open;
+    detail::whole_call::part& mine = g.parts[static_cast<std::size_t>(rank)];
+    rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
+    const auto first = std::find_if(g.parts.begin(), g.parts.end(), [](const auto& part) { return part.arrived; });
+    if (g.kind != kind || mine.arrived ||
+        (first != g.parts.end() && (first->in_size != in.size() || first->out_size != out.size()))) {
+      std::string message = who + " of " + std::to_string(in.size()) + " bytes";
+      if (first != g.parts.end()) {
+        message += ", but rank " + std::to_string(first - g.parts.begin()) + " posted " +
+                   std::string(to_string(g.kind)) + " of " + std::to_string(first->in_size) + " bytes";
+      }
+      message += " to the same call (" + std::string(to_string(r.note.kind)) + ", step " +
+                 std::to_string(r.note.step) + "); the ranks made different calls, or with different counts";
+      aborted_ = message;
+      for (const auto& done : g.done) store_flag(done.word, done.value);  // nobody waits for ever
+      throw error(errc::mismatch, message);
+    }
+    mine = {in.data(), out.data(), in.size(), out.size(), ++r.posted.value, true};
+    backend_.write_flag(r.stream, r.posted.word, mine.posted);
+    detail::operation* op = pool_.acquire();
+    *op = detail::operation{};
+    op->source = op->destination = rank;
+    op->tag = tag;
+    op->size = in.size();
+    op->is_send = true;
+    op->posted = mine.posted;
+    op->note = r.note;
+    op->whole = &g;
+    op->settled = true;
+    if (++g.arrived == static_cast<int>(p)) enqueue_whole(g, combine);
+    return op;
+  }
+
+  // Every rank has posted: a lane of each device waits for every post, runs the device's
+  // passes, and writes the device's done flag (a device with nothing to do is done at once).
+  void enqueue_whole(detail::whole_call& g, const weft::detail::reducer* combine) {
+    const std::size_t p = ranks_.size();
+    const std::size_t element_size = combine != nullptr ? combine->element_size() : 1;
+    for (std::size_t d = 0; d < ranks_on_device_.size(); ++d) {
+      const auto passes = detail::share_of(g, d, ranks_on_device_.size(), ranks_on_device_[d], element_size);
+      const flag_ticket done = g.done[d];
+      if (passes.empty()) {
+        store_flag(done.word, done.value);
+        flags_.give_back(done, true);
+        continue;
+      }
+      lane& l = whole_lane_for(d, g);
+      for (std::size_t i = 0; i < p; ++i) backend_.wait_flag(l.stream, ranks_[i]->posted.word, g.parts[i].posted);
+      for (const auto& work : passes) {
+        if (combine != nullptr) {
+          combine->apply_all_in(l.memory, work.outs, work.ins, work.bytes);
+        } else {
+          for (std::byte* out : work.outs) l.memory.copy({out, work.bytes}, {work.ins.front(), work.bytes});
+        }
+      }
+      backend_.write_flag(l.stream, done.word, done.value);
+      flags_.give_back(done, true);
+      l.last = done;
+    }
+    g.enqueued = true;
+    forget_finished_wholes();
+  }
+
+  // Device d's lane for whole collectives: its first that is idle or whose last collective
+  // every rank posted before this one; else a new one.
+  lane& whole_lane_for(std::size_t d, const detail::whole_call& g) {
+    auto& mine = lanes_[ranks_.size() * ranks_.size() + d];
+    auto later = [](std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) > 0; };
+    for (auto& l : mine) {
+      bool after = true;
+      for (std::size_t i = 0; i < g.parts.size(); ++i) after = after && later(g.parts[i].posted, l->whole_posted[i]);
+      if (l->last.word == nullptr || l->last.done() || after) {
+        for (std::size_t i = 0; i < g.parts.size(); ++i) l->whole_posted[i] = g.parts[i].posted;
+        return *l;
+      }
+    }
+    const int device = ranks_[static_cast<std::size_t>(ranks_on_device_[d].front())]->device;
+    const stream_type s = backend_.make_stream(device);
+    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, 0, 0, {}}));
+    for (const auto& part : g.parts) mine.back()->whole_posted.push_back(part.posted);
+    return *mine.back();
+  }
+
+  // Whole collectives enqueued and no longer referred to by any request.
+  void forget_finished_wholes() {
+    std::erase_if(wholes_, [](const auto& g) { return g->enqueued && g->released == g->arrived; });
+  }
+
+  // A rank's wait on its part of a whole collective: on every device's done flag (a device is
+  // named in the errors by its first rank).
+  void enqueue_whole_wait(rank_state& r, detail::operation* op) {
+    detail::whole_call& g = *op->whole;
+    const auto& part = g.parts[static_cast<std::size_t>(op->source)];
+    for (std::size_t d = 0; d < g.done.size(); ++d) {
+      if (g.enqueued && g.done[d].done()) continue;
+      backend_.wait_flag(r.stream, g.done[d].word, g.done[d].value);
+      r.waits.push_back({g.done[d], ranks_on_device_[d].front(), false, part.in_size, op->note});
+    }
   }
 
   bool enqueue_wait(int rank, detail::operation* op) {
@@ -407,6 +444,12 @@ class world {
     refuse_if_aborted(rank);
     if (op->waited) return true;
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
+    if (op->whole != nullptr) {
+      while (!r.waits.empty() && r.waits.front().done.done()) r.waits.pop_front();
+      enqueue_whole_wait(r, op);
+      op->waited = true;
+      return true;
+    }
     backend_.wait_flag(r.stream, op->done.word, op->done.value);
     op->waited = true;
     while (!r.waits.empty() && r.waits.front().done.done()) r.waits.pop_front();
@@ -421,6 +464,13 @@ class world {
   void release(detail::operation* op) {
     std::lock_guard lock(mutex_);
     op->released = true;
+    if (op->whole != nullptr) {  // never withdrawn: the other ranks' shares may read its buffers
+      if (!op->waited && !aborted_) enqueue_whole_wait(*ranks_[static_cast<std::size_t>(op->source)], op);
+      ++op->whole->released;
+      forget_finished_wholes();
+      pool_.release(op);
+      return;
+    }
     if (op->settled && !op->waited && !aborted_) {
       rank_state& poster = *ranks_[static_cast<std::size_t>(op->is_send ? op->source : op->destination)];
       backend_.wait_flag(poster.stream, op->done.word, op->done.value);
@@ -466,6 +516,16 @@ class world {
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
     const std::string head = "rank " + std::to_string(rank) + " (device " + std::to_string(r.device) +
                              "): its stream did not finish within " + std::to_string(timeout.count()) + " ms";
+    for (const auto& g : wholes_) {  // a whole collective some rank has not posted its part of
+      if (g->enqueued || !g->parts[static_cast<std::size_t>(rank)].arrived) continue;
+      std::string missing;
+      for (std::size_t i = 0; i < g->parts.size(); ++i) {
+        if (!g->parts[i].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+      }
+      return error(errc::timeout, head + ": it waits for rank(s) " + missing + " to issue " +
+                                      std::string(to_string(g->kind)) + " (algorithm one_shot), which they have "
+                                      "not; abort() releases the streams");
+    }
     for (const auto& w : r.waits) {
       if (w.done.done()) continue;
       return error(errc::timeout,
@@ -527,7 +587,12 @@ class world {
   flag_pool<Backend> flags_;
   std::vector<std::unique_ptr<rank_state>> ranks_;
   std::deque<transport<Backend>> endpoints_;
-  std::vector<std::vector<std::unique_ptr<lane>>> lanes_;  // per pair: sender * size + receiver
+  // per pair: sender * size + receiver; then per rank: size * size + rank, its whole collectives
+  std::vector<std::vector<std::unique_ptr<lane>>> lanes_;
+  std::vector<std::unique_ptr<detail::whole_call>> wholes_;  // whole collectives not yet forgotten
+  bool reaches_all_ = true;  // every rank's device reaches every rank's memory
+  std::vector<std::size_t> device_index_;          // by rank: its device's place among the distinct ones
+  std::vector<std::vector<int>> ranks_on_device_;  // by distinct device, in order of first rank
   weft::detail::operation_pool<detail::operation> pool_;
   std::optional<std::string> aborted_;
 };

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace weft::cuda {
 
@@ -56,6 +57,19 @@ class device_memory {
     if (dst.empty()) return;
     const device_scope on(device_);
     detail::launch_combine(dst.data(), a.data(), b.data(), dst.size(), op, stream_, blocks_cap_);
+  }
+
+  // out[k] = in[0] op in[1] op ... for every output, `count` elements each, in one kernel (a
+  // whole collective's share: weft::one_shot); at most 64 inputs and 64 outputs.
+  template <class T, class Op>
+  void reduce_all(std::span<std::byte* const> outs, std::span<const std::byte* const> ins, std::size_t count,
+                  const Op& op, std::type_identity<T>) const {
+    if (outs.size() > detail::most_vectors || ins.size() > detail::most_vectors) {
+      throw error(errc::invalid_argument, "weft::cuda::device_memory::reduce_all takes at most " +
+                                              std::to_string(detail::most_vectors) + " inputs and outputs");
+    }
+    const device_scope on(device_);
+    detail::launch_reduce_all<T>(outs, ins, count, op, stream_, blocks_cap_);
   }
 
   template <class T, class Op>

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -105,6 +106,39 @@ __global__ void combine_kernel(T* dst, const T* a, const T* b, std::size_t count
   for (std::size_t i = vectors * per + first; i < count; i += stride) dst[i] = combine_element(op, a[i], b[i]);
 }
 
+// The inputs and outputs of one reduce_all, passed by value as the kernel's argument.
+inline constexpr std::size_t most_vectors = 64;
+template <class T>
+struct vector_table {
+  const T* in[most_vectors];
+  T* out[most_vectors];
+  unsigned ins;
+  unsigned outs;
+};
+
+// out[k][i] = in[0][i] op in[1][i] op ... (left to right) for every output k: a whole
+// collective's share in one pass. An output may be in[0], no other input.
+template <class T, class Op>
+__global__ void reduce_all_kernel(vector_table<T> table, std::size_t count, std::size_t vectors, Op op) {
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  constexpr std::size_t per = per_vector<T>;
+  for (std::size_t v = first; v < vectors; v += stride) {
+    vector_of<T> sum = reinterpret_cast<const vector_of<T>*>(table.in[0])[v];
+    for (unsigned i = 1; i < table.ins; ++i) {
+      const vector_of<T> x = reinterpret_cast<const vector_of<T>*>(table.in[i])[v];
+#pragma unroll
+      for (std::size_t k = 0; k < per; ++k) sum.lane[k] = combine_element(op, sum.lane[k], x.lane[k]);
+    }
+    for (unsigned o = 0; o < table.outs; ++o) reinterpret_cast<vector_of<T>*>(table.out[o])[v] = sum;
+  }
+  for (std::size_t e = vectors * per + first; e < count; e += stride) {
+    T sum = table.in[0][e];
+    for (unsigned i = 1; i < table.ins; ++i) sum = combine_element(op, sum, table.in[i][e]);
+    for (unsigned o = 0; o < table.outs; ++o) table.out[o][e] = sum;
+  }
+}
+
 template <class T, class Op>
 __global__ void finalize_kernel(T* data, std::size_t count, Op op, int ranks) {
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -170,6 +204,7 @@ template <class T, class Op>
 void load_kernels() {
   cudaFuncAttributes attributes{};
   check(cudaFuncGetAttributes(&attributes, combine_kernel<T, Op>), "loading weft's combine kernel");
+  check(cudaFuncGetAttributes(&attributes, reduce_all_kernel<T, Op>), "loading weft's reduce_all kernel");
   if constexpr (weft::has_finalize_v<Op, T>) {
     check(cudaFuncGetAttributes(&attributes, finalize_kernel<T, Op>), "loading weft's finalize kernel");
   }
@@ -189,6 +224,32 @@ void launch_combine(T* dst, const T* a, const T* b, std::size_t count, const Op&
   const auto grid = shape_for(items, blocks_cap);
   combine_kernel<<<grid.blocks, grid.threads, 0, stream>>>(dst, a, b, count, vectors, op);
   check(cudaGetLastError(), "launching weft's combine kernel");
+}
+
+// Enqueues out[k] = in[0] op in[1] op ... for every output on `stream` (the device current);
+// at most most_vectors inputs and outputs, each `count` elements.
+template <class T, class Op>
+void launch_reduce_all(std::span<std::byte* const> outs, std::span<const std::byte* const> ins, std::size_t count,
+                       const Op& op, cudaStream_t stream, unsigned blocks_cap) {
+  static_cast<void>(kernels_registered<T, Op>);
+  if (count == 0 || outs.empty() || ins.empty()) return;
+  vector_table<T> table{};
+  bool vectorized = per_vector<T> > 1;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    table.in[i] = reinterpret_cast<const T*>(ins[i]);
+    vectorized = vectorized && aligned16(ins[i]);
+  }
+  for (std::size_t o = 0; o < outs.size(); ++o) {
+    table.out[o] = reinterpret_cast<T*>(outs[o]);
+    vectorized = vectorized && aligned16(outs[o]);
+  }
+  table.ins = static_cast<unsigned>(ins.size());
+  table.outs = static_cast<unsigned>(outs.size());
+  const std::size_t vectors = vectorized ? count / per_vector<T> : 0;
+  const std::size_t items = std::max<std::size_t>(vectors, count - vectors * per_vector<T>);
+  const auto grid = shape_for(items, blocks_cap);
+  reduce_all_kernel<<<grid.blocks, grid.threads, 0, stream>>>(table, count, vectors, op);
+  check(cudaGetLastError(), "launching weft's reduce_all kernel");
 }
 
 // Enqueues data = op.finalize(data, ranks) on `stream`; nothing for reductions without one.

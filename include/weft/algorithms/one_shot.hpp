@@ -1,0 +1,95 @@
+// weft/algorithms/one_shot.hpp — one shot: the whole collective at once, on a transport whose
+// ranks reach each other's buffers (weft::collective_transport: weft::cuda::communicators).
+//
+// What it does
+//   allreduce       The vector is cut into p shares (none smaller than 1 MiB, so a small one is
+//                   one share); once every rank has posted, rank j's share is reduced in rank
+//                   order 0, 1, ..., p-1 straight from all p inputs and written into all p
+//                   outputs, in one pass (one kernel on a GPU). No message steps, no scratch:
+//                   every byte of input is read once and every byte of output written once,
+//                   which on one GPU is the least memory traffic an allreduce can make.
+//   reduce_scatter  Rank j's block is reduced from all p inputs into rank j's output.
+//   allgather       Rank j's block is copied into all p outputs.
+//   Each rank's share runs on a stream of its own device, after every rank's earlier work;
+//   each rank goes on once every share is done. Every element is computed once, so every
+//   rank gets the same bits.
+// Cost per rank (n bytes)
+//   One step (each rank's stream waits for the others' posts, then for the shares); its share
+//   reads n/p bytes from each of p inputs and writes n/p bytes into each of p outputs: counted
+//   as n bytes moved and no reduction of its own (the reduction is fused into the move).
+// Preconditions
+//   A collective_transport whose every device reaches every other's memory (one GPU, or GPUs
+//   with peer access), the communicator the transport's whole world, at most 64 ranks.
+// When to prefer it
+//   Always, where it runs: ranks sharing one GPU, or GPUs of one node with peer access. Over
+//   GPUs linked by NVLink each GPU's link carries 2(p-1)/p * n, as a ring's does, in one step
+//   instead of 2(p-1).
+#pragma once
+
+#include "weft/call.hpp"
+#include "weft/communicator.hpp"
+#include "weft/detail/bytes.hpp"
+#include "weft/transport.hpp"
+#include "weft/tuning/cost_model.hpp"
+
+#include <string_view>
+
+namespace weft {
+
+struct one_shot {
+  static constexpr std::string_view name = "one_shot";
+  static constexpr bool keeps_rank_order = true;
+  static constexpr int most_ranks = 64;
+
+  template <class Comm>
+    requires collective_transport<typename Comm::transport_type>
+  static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer& combine) {
+    run(comm, in, out, &combine);
+  }
+
+  template <class Comm>
+    requires collective_transport<typename Comm::transport_type>
+  static void reduce_scatter(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer& combine) {
+    run(comm, in, out, &combine);
+  }
+
+  template <class Comm>
+    requires collective_transport<typename Comm::transport_type>
+  static void allgather(Comm& comm, detail::const_bytes in, detail::bytes out) {
+    run(comm, in, out, nullptr);
+  }
+
+  static constexpr tuning::cost cost(collective kind, int p, double bytes, double /*chunk_bytes*/) {
+    if (p > most_ranks) return tuning::unsupported;
+    switch (kind) {
+      case collective::allreduce: return {1, bytes, 0};
+      case collective::reduce_scatter:
+      case collective::allgather: return {1, bytes * p, 0};  // bytes: one rank's block
+      default: return tuning::unsupported;
+    }
+  }
+
+  // weft::automatic's estimate: never where this world cannot run it.
+  template <class Comm>
+  static double estimate_us(Comm& comm, collective kind, double bytes, const tuning::link_constants&,
+                            const tuning::link_constants& constants) {
+    auto& t = comm.underlying_transport();
+    if (!t.runs_collectives() || comm.size() != t.size()) return tuning::never;
+    return tuning::estimate_us(cost(kind, comm.size(), bytes, 0), constants);
+  }
+
+ private:
+  template <class Comm>
+  static void run(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer* combine) {
+    if (comm.size() > most_ranks) {
+      throw error(errc::invalid_argument, "rank " + std::to_string(comm.rank()) + ": one_shot runs on at most " +
+                                              std::to_string(most_ranks) + " ranks, and this communicator has " +
+                                              std::to_string(comm.size()) + "; nothing was sent");
+    }
+    comm.next_step();
+    auto part = comm.post_collective(in, out, combine);
+    comm.wait(part);
+  }
+};
+
+}  // namespace weft
