@@ -88,6 +88,8 @@ double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) 
     weft::cuda::check(cudaMalloc(&b.recv, count * sizeof(float)), "cudaMalloc");
     const std::vector<float> mine(count, static_cast<float>(r + 1));
     weft::cuda::check(cudaMemcpy(b.send, mine.data(), count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    // weft's streams are non-blocking: the copy (from pageable memory) must have landed first.
+    weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     weft::cuda::check(cudaEventCreate(&b.start), "cudaEventCreate");
     weft::cuda::check(cudaEventCreate(&b.stop), "cudaEventCreate");
   }
@@ -152,6 +154,7 @@ latency latency_us(int p, bool& right) {
       const float mine[2] = {1.0f, 1.0f};
       weft::cuda::check(cudaMemcpy(data[static_cast<std::size_t>(r)], mine, sizeof(mine), cudaMemcpyHostToDevice), "cudaMemcpy");
     }
+    weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // landed before the streams read it
     const auto start = std::chrono::steady_clock::now();
     for (int r = 0; r < p; ++r) weft::allreduce(gpus[r], std::span<float>(data[static_cast<std::size_t>(r)], 2), weft::sum{});
     gpus.synchronize(10s);

@@ -36,7 +36,10 @@ class device_array {
   std::span<T> span() { return {data_, count_}; }
   template <class Vector>
   void put(const Vector& host) {
-    if (count_ > 0) weft::cuda::check(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+    if (count_ == 0) return;
+    weft::cuda::check(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+    // weft's streams are non-blocking: the copy (from pageable memory) must have landed first.
+    weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   template <class Vector>
   void get(Vector& host) const {

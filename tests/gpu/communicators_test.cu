@@ -41,6 +41,9 @@ struct device_vector {
   device_vector(device_vector&& other) noexcept : data(other.data), count(other.count) { other.data = nullptr; }
   void put(const std::vector<T>& host) {
     weft::cuda::check(cudaMemcpy(data, host.data(), count * sizeof(T), cudaMemcpyHostToDevice), "to device");
+    // The communicators' own streams are non-blocking: they do not wait for the legacy stream, and
+    // a copy from pageable memory may return before its data has landed.
+    weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   std::vector<T> get() const {
     std::vector<T> host(count);

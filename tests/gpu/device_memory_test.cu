@@ -32,6 +32,7 @@ struct device_buffer {
 template <class T>
 void put(T* device, const std::vector<T>& host) {
   weft::cuda::check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "to device");
+  weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // landed before any stream reads it
 }
 template <class T>
 std::vector<T> take(const T* device, std::size_t count) {

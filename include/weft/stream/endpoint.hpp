@@ -26,7 +26,9 @@ namespace weft::stream {
 //   3. flags: allocate_flags(n) / free_flags(p, n) give 32-bit words streams and host both
 //      reach; write_flag(s, f, v) and wait_flag(s, f, v) enqueue "set *f = v" and "wait until
 //      *f reaches v" (weft/stream/flags.hpp's cyclic comparison);
-//   4. direct_access(reader, owner): a kernel on device `reader` can read `owner`'s memory.
+//   4. direct_access(reader, owner): a kernel on device `reader` can read `owner`'s memory;
+//   5. optionally wait_flags(s, waits): every wait of a span of flag_wait enqueued in one call
+//      (cheaper than one call each where enqueuing costs the host, as on CUDA).
 template <class B>
 concept backend = requires(B& b, typename B::stream_type s, int device, std::uint32_t* flag,
                            std::uint32_t value, std::size_t n) {

@@ -28,6 +28,12 @@ inline void store_flag(std::uint32_t* flag, std::uint32_t value) {
   std::atomic_ref<std::uint32_t>(*flag).store(value, std::memory_order_release);
 }
 
+// One wait of several a stream makes at once (a backend's optional wait_flags).
+struct flag_wait {
+  const std::uint32_t* word;
+  std::uint32_t value;
+};
+
 // One flag handed out: where it is and the value that means "done".
 struct flag_ticket {
   std::uint32_t* word = nullptr;

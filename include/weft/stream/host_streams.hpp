@@ -31,6 +31,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace weft::stream {
 
@@ -176,6 +177,15 @@ class host_streams {
     s->enqueue([flag, value, bell = &s->bell()] {
       std::unique_lock lock(bell->mutex);
       while (!reached(read_flag(flag), value)) bell->rung.wait_for(lock, std::chrono::milliseconds(1));
+    });
+  }
+  // Several waits as one task (the batched form a GPU backend has).
+  void wait_flags(stream_type s, std::span<const flag_wait> waits) {
+    s->enqueue([all = std::vector<flag_wait>(waits.begin(), waits.end()), bell = &s->bell()] {
+      std::unique_lock lock(bell->mutex);
+      for (const auto& w : all) {
+        while (!reached(read_flag(w.word), w.value)) bell->rung.wait_for(lock, std::chrono::milliseconds(1));
+      }
     });
   }
   bool direct_access(int, int) { return true; }

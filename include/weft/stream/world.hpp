@@ -265,8 +265,8 @@ class world {
     rank_state& to = *ranks_[static_cast<std::size_t>(received.destination)];
     lane& l = lane_for(sent, received, to.device);
     if (&from != &to) {
-      backend_.wait_flag(l.stream, from.posted.word, sent.posted);
-      backend_.wait_flag(l.stream, to.posted.word, received.posted);
+      const flag_wait posts[] = {{from.posted.word, sent.posted}, {to.posted.word, received.posted}};
+      wait_flags(l.stream, posts);
     } else {  // a send to self: the later of the two posts
       backend_.wait_flag(l.stream, to.posted.word, reached(sent.posted, received.posted) ? sent.posted : received.posted);
     }
@@ -385,7 +385,9 @@ class world {
         continue;
       }
       lane& l = whole_lane_for(d, g);
-      for (std::size_t i = 0; i < p; ++i) backend_.wait_flag(l.stream, ranks_[i]->posted.word, g.parts[i].posted);
+      std::vector<flag_wait> posts;
+      for (std::size_t i = 0; i < p; ++i) posts.push_back({ranks_[i]->posted.word, g.parts[i].posted});
+      wait_flags(l.stream, posts);
       for (const auto& work : passes) {
         if (combine != nullptr) {
           combine->apply_all_in(l.memory, work.outs, work.ins, work.bytes);
@@ -431,11 +433,25 @@ class world {
   void enqueue_whole_wait(rank_state& r, detail::operation* op) {
     detail::whole_call& g = *op->whole;
     const auto& part = g.parts[static_cast<std::size_t>(op->source)];
+    std::vector<flag_wait> dones;
     for (std::size_t d = 0; d < g.done.size(); ++d) {
       if (g.enqueued && g.done[d].done()) continue;
-      backend_.wait_flag(r.stream, g.done[d].word, g.done[d].value);
+      dones.push_back({g.done[d].word, g.done[d].value});
       r.waits.push_back({g.done[d], ranks_on_device_[d].front(), false, part.in_size, op->note});
     }
+    wait_flags(r.stream, dones);
+  }
+
+  // The waits in one call where the backend has one (wait_flags), else one call each.
+  void wait_flags(stream_type s, std::span<const flag_wait> waits) {
+    if (waits.empty()) return;
+    if constexpr (requires { backend_.wait_flags(s, waits); }) {
+      if (waits.size() > 1) {
+        backend_.wait_flags(s, waits);
+        return;
+      }
+    }
+    for (const auto& w : waits) backend_.wait_flag(s, w.word, w.value);
   }
 
   bool enqueue_wait(int rank, detail::operation* op) {

@@ -98,6 +98,7 @@ class stream_backend {
 
   void write_flag(stream_type s, std::uint32_t* flag, std::uint32_t value) { operations_->write(s, flag, value); }
   void wait_flag(stream_type s, const std::uint32_t* flag, std::uint32_t value) { operations_->wait(s, flag, value); }
+  void wait_flags(stream_type s, std::span<const weft::stream::flag_wait> waits) { operations_->wait_all(s, waits); }
   bool direct_access(int reader, int owner) { return reader == owner || peer(reader, owner); }
 
  private:

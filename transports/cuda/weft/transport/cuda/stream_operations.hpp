@@ -5,12 +5,16 @@
 #pragma once
 
 #include "weft/error.hpp"
+#include "weft/stream/flags.hpp"
 #include "weft/transport/cuda/runtime.hpp"
 
 #include <cuda.h>  // types and enums only: nothing here is linked against the driver
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace weft::cuda::detail {
@@ -28,6 +32,22 @@ class stream_operations {
   void wait(cudaStream_t stream, const std::uint32_t* flag, std::uint32_t value) const {
     checked(wait_(stream, address(flag), value, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
   }
+  // Enqueues every wait of `waits` on `stream` in one call (cuStreamBatchMemOp), in order.
+  void wait_all(cudaStream_t stream, std::span<const weft::stream::flag_wait> waits) const {
+    constexpr std::size_t most = 256;  // operations one batch may hold
+    CUstreamBatchMemOpParams batch[most];
+    for (std::size_t first = 0; first < waits.size(); first += most) {
+      const std::size_t count = std::min(most, waits.size() - first);
+      for (std::size_t i = 0; i < count; ++i) {
+        batch[i] = CUstreamBatchMemOpParams{};
+        batch[i].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+        batch[i].waitValue.address = address(waits[first + i].word);
+        batch[i].waitValue.value = waits[first + i].value;
+        batch[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+      }
+      checked(batch_(stream, static_cast<unsigned>(count), batch, 0), "cuStreamBatchMemOp");
+    }
+  }
   // Enqueues "*flag = value" on `stream`, after the work before it is visible.
   void write(cudaStream_t stream, std::uint32_t* flag, std::uint32_t value) const {
     checked(write_(stream, address(flag), value, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
@@ -36,11 +56,13 @@ class stream_operations {
  private:
   using wait_function = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   using write_function = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  using batch_function = CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned int);
   static constexpr unsigned abi_version = 11070;  // the _v2 stream memory operations
 
   stream_operations() {
     wait_ = reinterpret_cast<wait_function>(resolve("cuStreamWaitValue32"));
     write_ = reinterpret_cast<write_function>(resolve("cuStreamWriteValue32"));
+    batch_ = reinterpret_cast<batch_function>(resolve("cuStreamBatchMemOp"));
   }
 
   static void* resolve(const char* symbol) {
@@ -70,6 +92,7 @@ class stream_operations {
 
   wait_function wait_ = nullptr;
   write_function write_ = nullptr;
+  batch_function batch_ = nullptr;
 };
 
 }  // namespace weft::cuda::detail
