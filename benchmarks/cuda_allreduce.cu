@@ -6,7 +6,7 @@
 // Prints, for 2 and 4 ranks sharing the visible GPUs (rank i on GPU i % count):
 //   copy        cudaMemcpyAsync device to device, bytes moved per second (one GPU)
 //   busbw       allreduce float sum out of place, 2 (p-1)/p x bytes / time, and busbw / copy,
-//               for ring (the best message-passing algorithm here), one_shot and automatic
+//               for ring (the best message-passing algorithm here), fused and automatic
 //   latency     8-byte allreduce (automatic), microseconds per call: 200 calls issued back to
 //               back on every rank, then every stream synchronized (as nccl-tests time)
 //   round trip  one 8-byte allreduce issued on every rank and synchronized, median of 200
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
     };
     for (int p : {2, 4}) {
       row(p, weft::ring{});
-      row(p, weft::one_shot{});
+      row(p, weft::fused{});
       row(p, weft::automatic{});
     }
     for (int p : {2, 4}) {

@@ -280,11 +280,11 @@ void collective_slice(Comm& comm, failures& sink, std::span<const std::size_t> c
         alltoallv_case<T, typename decltype(algorithm)::type>(comm, sink, count);
       });
       if constexpr (weft::collective_transport<typename Comm::transport_type>) {
-        allreduce_case<T, weft::sum, weft::one_shot>(comm, sink, count, false, weft::sum{}, false);
-        allreduce_case<T, weft::sum, weft::one_shot>(comm, sink, count, true, weft::sum{}, false);
-        reduce_scatter_case<T, weft::one_shot>(comm, sink, count);
-        allgather_case<T, weft::one_shot>(comm, sink, count, false);
-        allgather_case<T, weft::one_shot>(comm, sink, count, true);
+        allreduce_case<T, weft::sum, weft::fused>(comm, sink, count, false, weft::sum{}, false);
+        allreduce_case<T, weft::sum, weft::fused>(comm, sink, count, true, weft::sum{}, false);
+        reduce_scatter_case<T, weft::fused>(comm, sink, count);
+        allgather_case<T, weft::fused>(comm, sink, count, false);
+        allgather_case<T, weft::fused>(comm, sink, count, true);
       }
     });
     allreduce_case<double, weft::max, weft::ring>(comm, sink, count, false, weft::max{}, false);

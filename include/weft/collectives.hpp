@@ -19,7 +19,7 @@
 #include "weft/algorithms/dissemination.hpp"
 #include "weft/algorithms/double_binary_tree.hpp"
 #include "weft/algorithms/hierarchical.hpp"
-#include "weft/algorithms/one_shot.hpp"
+#include "weft/algorithms/fused.hpp"
 #include "weft/algorithms/pairwise.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/algorithms/recursive_halving.hpp"
@@ -66,7 +66,7 @@ report allreduce(communicator<Transport>& comm, std::type_identity_t<std::span<c
   static_assert(detail::implements_v<Algorithm, call, communicator<Transport>>,
                 "weft::allreduce: this algorithm does not implement allreduce; use weft::ring, "
                 "weft::double_binary_tree, weft::recursive_doubling, weft::recursive_halving, "
-                "weft::direct or weft::automatic (weft::one_shot needs a transport that runs "
+                "weft::direct or weft::automatic (weft::fused needs a transport that runs "
                 "collectives whole, weft::cuda::communicators)");
   detail::check_extent(comm, collective::allreduce, "the input", in);
   detail::check_size(comm, collective::allreduce, "the output", out.size(), in.size());
@@ -96,7 +96,7 @@ report reduce_scatter(communicator<Transport>& comm, std::type_identity_t<std::s
   using call = detail::reduction_call<collective::reduce_scatter, is_commutative_v<Op>>;
   static_assert(detail::implements_v<Algorithm, call, communicator<Transport>>,
                 "weft::reduce_scatter: this algorithm does not implement reduce_scatter; use "
-                "weft::ring, weft::recursive_halving, weft::direct or weft::automatic (weft::one_shot "
+                "weft::ring, weft::recursive_halving, weft::direct or weft::automatic (weft::fused "
                 "needs a transport that runs collectives whole, weft::cuda::communicators)");
   detail::check_extent(comm, collective::reduce_scatter, "the input", all);
   detail::check_size(comm, collective::reduce_scatter, "the input", all.size(),

@@ -134,7 +134,7 @@ class communicator {
   }
 
   // Posts this rank's part of the whole current call to a transport that runs collectives
-  // itself (collective_transport; weft::one_shot): allreduce, reduce_scatter or allgather of
+  // itself (collective_transport; weft::fused): allreduce, reduce_scatter or allgather of
   // `in` into `out`, `combine` null for allgather. Waiting for it orders this rank after the
   // whole collective. Needs the transport's whole world in rank order: throws
   // errc::invalid_argument, before anything is posted, on a group of it.

@@ -120,7 +120,7 @@ concept reducing_transport =
 //      into every rank's output, in rank order;
 //   2. t.runs_collectives() says whether it can now: false where some rank cannot reach
 //      another's memory (then post_collective throws errc::invalid_argument).
-// weft::one_shot is the algorithm that uses it.
+// weft::fused is the algorithm that uses it.
 template <class T>
 concept collective_transport =
     transport<T> && requires(T& t, collective kind, std::span<const std::byte> in,

@@ -99,8 +99,8 @@ void allreduce_case(int p, std::size_t count, Op op, const char* op_name, bool f
   for (int r = 0; r < p; ++r) GPU_CHECK(same(recv[static_cast<std::size_t>(r)].get(), want), what + " rank " + std::to_string(r));
 }
 
-// one_shot in place, over several shares (a share is at least 1 MiB), issued from one thread.
-void one_shot_in_place(int p, std::size_t count) {
+// fused in place, over several shares (a share is at least 1 MiB), issued from one thread.
+void fused_in_place(int p, std::size_t count) {
   weft::cuda::communicators gpus(devices_for(p));
   std::vector<device_vector<float>> data;
   for (int r = 0; r < p; ++r) {
@@ -110,7 +110,7 @@ void one_shot_in_place(int p, std::size_t count) {
     data.back().put(mine);
   }
   std::vector<weft::report> reports;
-  for (int r = 0; r < p; ++r) reports.push_back(weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(), weft::sum{}, weft::one_shot{}));
+  for (int r = 0; r < p; ++r) reports.push_back(weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(), weft::sum{}, weft::fused{}));
   gpus.synchronize(20s);
   std::vector<float> want(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -118,27 +118,27 @@ void one_shot_in_place(int p, std::size_t count) {
     for (int q = 1; q < p; ++q) v += value_for<float>(q, i, false);
     want[i] = v;
   }
-  const std::string what = "one_shot in place p=" + std::to_string(p) + " count=" + std::to_string(count);
+  const std::string what = "fused in place p=" + std::to_string(p) + " count=" + std::to_string(count);
   for (int r = 0; r < p; ++r) {
-    GPU_CHECK(reports[static_cast<std::size_t>(r)].algorithm == "one_shot", what + ": the report names it");
+    GPU_CHECK(reports[static_cast<std::size_t>(r)].algorithm == "fused", what + ": the report names it");
     GPU_CHECK(same(data[static_cast<std::size_t>(r)].get(), want), what + " rank " + std::to_string(r));
   }
 }
 
-// Rank 1 of 3 never issues its one_shot allreduce: synchronize names it; abort releases.
-void one_shot_never_issued() {
+// Rank 1 of 3 never issues its fused allreduce: synchronize names it; abort releases.
+void fused_never_issued() {
   weft::cuda::communicators gpus(devices_for(3));
   std::vector<device_vector<float>> data;
   for (int r = 0; r < 3; ++r) data.emplace_back(gpus.device(r), 4096);
-  weft::allreduce(gpus[0], data[0].span(), weft::sum{}, weft::one_shot{});
-  weft::allreduce(gpus[2], data[2].span(), weft::sum{}, weft::one_shot{});
+  weft::allreduce(gpus[0], data[0].span(), weft::sum{}, weft::fused{});
+  weft::allreduce(gpus[2], data[2].span(), weft::sum{}, weft::fused{});
   std::string said;
   try {
     weft::cuda::synchronize(gpus[0], 500ms);
   } catch (const weft::error& failure) {
     said = failure.what();
   }
-  std::printf("one_shot never issued: %s\n", said.c_str());
+  std::printf("fused never issued: %s\n", said.c_str());
   GPU_CHECK(said.find("waits for rank(s) 1 to issue allreduce") != std::string::npos, said);
   gpus.abort("rank 1 never came");
   for (int r = 0; r < 3; ++r) {
@@ -154,10 +154,10 @@ void one_shot_never_issued() {
 
 template <class T>
 void every_op(int p) {
-  allreduce_case<T, weft::sum, weft::one_shot>(p, 1003, weft::sum{}, "sum", false);
-  allreduce_case<T, weft::prod, weft::one_shot>(p, 1003, weft::prod{}, "prod", true);
-  allreduce_case<T, weft::min, weft::one_shot>(p, 1003, weft::min{}, "min", false);
-  allreduce_case<T, weft::max, weft::one_shot>(p, 1003, weft::max{}, "max", false);
+  allreduce_case<T, weft::sum, weft::fused>(p, 1003, weft::sum{}, "sum", false);
+  allreduce_case<T, weft::prod, weft::fused>(p, 1003, weft::prod{}, "prod", true);
+  allreduce_case<T, weft::min, weft::fused>(p, 1003, weft::min{}, "min", false);
+  allreduce_case<T, weft::max, weft::fused>(p, 1003, weft::max{}, "max", false);
   allreduce_case<T, weft::sum, weft::ring>(p, 1003, weft::sum{}, "sum", false);
   allreduce_case<T, weft::prod, weft::recursive_halving>(p, 1003, weft::prod{}, "prod", true);
   allreduce_case<T, weft::min, weft::double_binary_tree>(p, 1003, weft::min{}, "min", false);
@@ -166,10 +166,10 @@ void every_op(int p) {
     allreduce_case<T, weft::band, weft::ring>(p, 1003, weft::band{}, "band", false);
     allreduce_case<T, weft::bor, weft::recursive_doubling>(p, 1003, weft::bor{}, "bor", false);
     allreduce_case<T, weft::bxor, weft::automatic>(p, 1003, weft::bxor{}, "bxor", false);
-    allreduce_case<T, weft::bxor, weft::one_shot>(p, 1003, weft::bxor{}, "bxor", false);
+    allreduce_case<T, weft::bxor, weft::fused>(p, 1003, weft::bxor{}, "bxor", false);
   } else {
     allreduce_case<T, weft::avg, weft::ring>(p, 1003, weft::avg{}, "avg", false);
-    allreduce_case<T, weft::avg, weft::one_shot>(p, 1003, weft::avg{}, "avg", false);
+    allreduce_case<T, weft::avg, weft::fused>(p, 1003, weft::avg{}, "avg", false);
   }
 }
 
@@ -210,7 +210,7 @@ void other_collectives(int p, std::size_t count) {
   run_allgather(weft::recursive_doubling{});
   run_allgather(weft::bruck{});
   run_allgather(weft::direct{});
-  run_allgather(weft::one_shot{});
+  run_allgather(weft::fused{});
 
   // broadcast from the last rank
   auto run_broadcast = [&](auto algorithm) {
@@ -260,7 +260,7 @@ void other_collectives(int p, std::size_t count) {
   run_reduce_scatter(weft::ring{});
   run_reduce_scatter(weft::recursive_halving{});
   run_reduce_scatter(weft::direct{});
-  run_reduce_scatter(weft::one_shot{});
+  run_reduce_scatter(weft::fused{});
 
   // alltoall: rank r sends block j to rank j
   auto run_alltoall = [&](auto algorithm) {
@@ -348,9 +348,9 @@ int main() {
     return 77;
   }
   group("a rank that never issues its call, then abort", [] { never_issued(); });
-  group("one_shot: a rank that never issues its part, then abort", [] { one_shot_never_issued(); });
-  group("one_shot in place over several shares", [] {
-    for (int p : {2, 3, 5}) one_shot_in_place(p, (std::size_t{3} << 20) + 5);
+  group("fused: a rank that never issues its part, then abort", [] { fused_never_issued(); });
+  group("fused in place over several shares", [] {
+    for (int p : {2, 3, 5}) fused_in_place(p, (std::size_t{3} << 20) + 5);
   });
   for (int p = 1; p <= 5; ++p) {
     for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{(1 << 20) + 3}}) {
@@ -360,7 +360,7 @@ int main() {
         allreduce_case<float, weft::sum, weft::recursive_doubling>(p, count, weft::sum{}, "sum", false);
         allreduce_case<float, weft::sum, weft::recursive_halving>(p, count, weft::sum{}, "sum", false);
         allreduce_case<float, weft::sum, weft::direct>(p, count, weft::sum{}, "sum", false);
-        allreduce_case<float, weft::sum, weft::one_shot>(p, count, weft::sum{}, "sum", false);
+        allreduce_case<float, weft::sum, weft::fused>(p, count, weft::sum{}, "sum", false);
         allreduce_case<float, weft::sum, weft::automatic>(p, count, weft::sum{}, "sum", false);
       });
       group("the other collectives, p=" + std::to_string(p) + " count=" + std::to_string(count), [&] {

@@ -61,7 +61,7 @@ TEST_CASE("stream: one thread issues allreduce on every rank in turn (seed 003's
   for (int p = 1; p <= 5; ++p) {
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
       for_each_algorithm<weft::ring, weft::double_binary_tree, weft::recursive_doubling, weft::recursive_halving,
-                         weft::direct, weft::one_shot, weft::automatic>([&](auto algorithm) {
+                         weft::direct, weft::fused, weft::automatic>([&](auto algorithm) {
         using A = typename decltype(algorithm)::type;
         one_thread_allreduce<float, weft::sum, A>(p, count, weft::sum{}, sink);
       });
@@ -73,12 +73,12 @@ TEST_CASE("stream: one thread issues allreduce on every rank in turn (seed 003's
         one_thread_allreduce<T, weft::max, weft::ring>(4, 777, weft::max{}, sink);
         one_thread_allreduce<T, weft::min, weft::recursive_halving>(3, 777, weft::min{}, sink);
         one_thread_allreduce<T, weft::sum, weft::direct>(4, 777, weft::sum{}, sink);
-        one_thread_allreduce<T, weft::prod, weft::one_shot>(5, 777, weft::prod{}, sink);
+        one_thread_allreduce<T, weft::prod, weft::fused>(5, 777, weft::prod{}, sink);
       });
   // Shares of at least 1 MiB: 2.8 MB on 3 ranks is three shares, the last one shorter.
-  one_thread_allreduce<float, weft::sum, weft::one_shot>(3, 700001, weft::sum{}, sink);
-  one_thread_allreduce<float, weft::avg, weft::one_shot>(4, 300000, weft::avg{}, sink);
-  one_thread_allreduce<std::int16_t, weft::band, weft::one_shot>(2, 1048577, weft::band{}, sink);
+  one_thread_allreduce<float, weft::sum, weft::fused>(3, 700001, weft::sum{}, sink);
+  one_thread_allreduce<float, weft::avg, weft::fused>(4, 300000, weft::avg{}, sink);
+  one_thread_allreduce<std::int16_t, weft::band, weft::fused>(2, 1048577, weft::band{}, sink);
   one_thread_allreduce<float, weft::avg, weft::ring>(4, 999, weft::avg{}, sink);
   one_thread_allreduce<std::uint32_t, weft::bxor, weft::double_binary_tree>(5, 999, weft::bxor{}, sink);
   one_thread_allreduce<std::int64_t, weft::prod, weft::recursive_doubling>(3, 999, weft::prod{}, sink);
@@ -222,7 +222,7 @@ struct compose {
 
 }  // namespace
 
-TEST_CASE("stream: one_shot reduces in rank order, spread over shares, in place, for a non-commutative op") {
+TEST_CASE("stream: fused reduces in rank order, spread over shares, in place, for a non-commutative op") {
   for (int p : {1, 2, 5}) {
     world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
     auto comms = communicators_of(ranks);
@@ -237,12 +237,12 @@ TEST_CASE("stream: one_shot reduces in rank order, spread over shares, in place,
     std::vector<weft::report> reports;
     for (int r = 0; r < p; ++r) {
       reports.push_back(weft::allreduce(comms[static_cast<std::size_t>(r)], std::span<affine>(data[static_cast<std::size_t>(r)]),
-                                        compose{}, weft::one_shot{}));
+                                        compose{}, weft::fused{}));
     }
     synchronize_all(ranks);
     for (int r = 0; r < p; ++r) {
       INFO("p " << p << " rank " << r);
-      CHECK(reports[static_cast<std::size_t>(r)].algorithm == "one_shot");
+      CHECK(reports[static_cast<std::size_t>(r)].algorithm == "fused");
       CHECK(reports[static_cast<std::size_t>(r)].steps == 1);
       std::size_t wrong = 0;
       for (std::size_t i = 0; i < count; ++i) {
@@ -256,7 +256,7 @@ TEST_CASE("stream: one_shot reduces in rank order, spread over shares, in place,
   }
 }
 
-TEST_CASE("stream: automatic picks one_shot where the world runs collectives whole") {
+TEST_CASE("stream: automatic picks fused where the world runs collectives whole") {
   world_t ranks({}, {0, 0, 0});
   auto comms = communicators_of(ranks);
   std::vector<std::vector<float>> data(3, std::vector<float>(1 << 20, 1.0f));
@@ -264,7 +264,7 @@ TEST_CASE("stream: automatic picks one_shot where the world runs collectives who
     for (std::size_t bytes : {std::size_t{8}, std::size_t{4} << 20}) {
       const auto report = weft::allreduce(comms[static_cast<std::size_t>(r)],
                                           std::span<float>(data[static_cast<std::size_t>(r)]).first(bytes / 4), weft::sum{});
-      CHECK(report.algorithm == "one_shot");
+      CHECK(report.algorithm == "fused");
     }
   }
   synchronize_all(ranks);
@@ -272,13 +272,13 @@ TEST_CASE("stream: automatic picks one_shot where the world runs collectives who
   CHECK(data[2][100] == 3.0f);
 }
 
-TEST_CASE("stream: one_shot names the rank that never issued its part; sizes that differ are a mismatch") {
+TEST_CASE("stream: fused names the rank that never issued its part; sizes that differ are a mismatch") {
   {
     world_t ranks({}, {0, 0, 0});
     auto comms = communicators_of(ranks);
     std::vector<std::vector<float>> data(3, std::vector<float>(1000, 1.0f));
-    weft::allreduce(comms[0], std::span<float>(data[0]), weft::sum{}, weft::one_shot{});
-    weft::allreduce(comms[2], std::span<float>(data[2]), weft::sum{}, weft::one_shot{});
+    weft::allreduce(comms[0], std::span<float>(data[0]), weft::sum{}, weft::fused{});
+    weft::allreduce(comms[2], std::span<float>(data[2]), weft::sum{}, weft::fused{});
     std::string said;
     try {
       weft::stream::synchronize(comms[0], 300ms);
@@ -287,7 +287,7 @@ TEST_CASE("stream: one_shot names the rank that never issued its part; sizes tha
       said = failure.what();
     }
     INFO(said);
-    CHECK(said.find("waits for rank(s) 1 to issue allreduce (algorithm one_shot)") != std::string::npos);
+    CHECK(said.find("waits for rank(s) 1 to issue allreduce (algorithm fused)") != std::string::npos);
     weft::stream::abort(comms[0], "rank 1 is gone");
     for (int r = 0; r < 3; ++r) CHECK_THROWS_AS(ranks.synchronize(r, 5s), weft::error);
   }
@@ -295,9 +295,9 @@ TEST_CASE("stream: one_shot names the rank that never issued its part; sizes tha
     world_t ranks({}, {0, 0});
     auto comms = communicators_of(ranks);
     std::vector<float> small(10, 1.0f), large(12, 1.0f);
-    weft::allreduce(comms[0], std::span<float>(small), weft::sum{}, weft::one_shot{});
+    weft::allreduce(comms[0], std::span<float>(small), weft::sum{}, weft::fused{});
     try {
-      weft::allreduce(comms[1], std::span<float>(large), weft::sum{}, weft::one_shot{});
+      weft::allreduce(comms[1], std::span<float>(large), weft::sum{}, weft::fused{});
       FAIL("allreduce of 48 bytes met one of 40");
     } catch (const weft::error& failure) {
       CHECK(failure.code() == weft::errc::mismatch);

@@ -15,7 +15,7 @@
 #include "weft/algorithms/dissemination.hpp"
 #include "weft/algorithms/double_binary_tree.hpp"
 #include "weft/algorithms/hierarchical.hpp"
-#include "weft/algorithms/one_shot.hpp"
+#include "weft/algorithms/fused.hpp"
 #include "weft/algorithms/pairwise.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/algorithms/recursive_halving.hpp"
@@ -37,7 +37,7 @@ namespace weft::detail {
 
 using builtin_algorithms =
     algorithm_list<ring, double_binary_tree, recursive_doubling, recursive_halving, binomial_tree,
-                   bruck, pairwise, dissemination, direct, one_shot, hierarchical<ring, ring>,
+                   bruck, pairwise, dissemination, direct, fused, hierarchical<ring, ring>,
                    hierarchical<binomial_tree, binomial_tree>>;
 
 template <class T>

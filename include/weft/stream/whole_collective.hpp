@@ -1,5 +1,5 @@
 // weft/stream/whole_collective.hpp — a collective a stream-ordered world runs whole
-// (weft::one_shot): every rank's part, and the work each device does once all have posted.
+// (weft::fused): every rank's part, and the work each device does once all have posted.
 //
 // The world cuts the work by device, not by rank: one lane of each device waits for every
 // rank's post, runs that device's share in as few kernels as it can (one, for an allreduce)

@@ -25,7 +25,7 @@
 // queues behind another on it only when that one was posted earlier on both sides; one that
 // the two ranks posted in different orders gets a lane of its own.
 //
-// Whole collectives (weft::one_shot: allreduce, reduce_scatter, allgather). Every rank posts
+// Whole collectives (weft::fused: allreduce, reduce_scatter, allgather). Every rank posts
 // its part with the call's tag; the last post enqueues on one lane of each device a wait for
 // every rank's post, that device's share of the work straight from every input into every
 // output, and the device's done flag (weft/stream/whole_collective.hpp); each rank's wait is
@@ -317,7 +317,7 @@ class world {
     refuse_if_aborted(rank);
     const std::string who = "rank " + std::to_string(rank) + ": " + std::string(to_string(kind));
     if (!reaches_all_) {
-      throw error(errc::invalid_argument, who + " run whole (one_shot) needs every rank's device to reach every "
+      throw error(errc::invalid_argument, who + " run whole (fused) needs every rank's device to reach every "
                                                 "other's memory (peer access), and these devices do not; choose "
                                                 "another algorithm; nothing was sent");
     }
@@ -539,7 +539,7 @@ class world {
         if (!g->parts[i].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
       }
       return error(errc::timeout, head + ": it waits for rank(s) " + missing + " to issue " +
-                                      std::string(to_string(g->kind)) + " (algorithm one_shot), which they have "
+                                      std::string(to_string(g->kind)) + " (algorithm fused), which they have "
                                       "not; abort() releases the streams");
     }
     for (const auto& w : r.waits) {

@@ -77,14 +77,16 @@ inline constexpr std::array<link_constants, 5> constants_table{{
    "2 ranks, busbw out of place): 4 MiB 8.1-8.6 / 8.2-10.8 / 8.0-10.6, 16 MiB 5.5-6.8 / "
    "6.6-6.9 / 5.9-7.3 GB/s; 4 ranks within the noise: pieces of 4 MiB. No handshake: a block "
    "waiting in the receiver's slots costs no core."},
-  {"cuda", 10.0, 1.0 / 1000000.0, 1.0 / 1500000.0, std::size_t{8} << 20, 0,
-   "NOT MEASURED YET: estimates for weft::cuda::communicators on one H200 (HBM3e, 4.8 TB/s), "
-   "from the datasheet and the protocol: a step is a stream memory wait, a flag write and a "
-   "copy or kernel launch (alpha ~10 us); a transfer between ranks of one GPU reads and writes "
-   "each byte once (beta ~ 1/1 TB/s, leaving room for the lanes sharing the memory); a combine "
-   "reads two operands and writes one (gamma ~ 1/1.5 TB/s). Pieces of 8 MiB keep the per-piece "
-   "launch cost under 1% of a piece's time. No handshake: a transfer starts only once both "
-   "sides have posted. To be replaced by tests/gpu/run's benchmark on a GPU."},
+  {"cuda", 30.0, 1.0 / 950000.0, 1.0 / 1500000.0, std::size_t{8} << 20, 0,
+   "one H200, ranks of weft::cuda::communicators sharing it, weft-bench --transport cuda, CUDA "
+   "events (2026-12-04, tests/gpu/run): a message step (two posts, the lane's waits, a copy or "
+   "combine kernel, the done flag, the waits) ~30 us: the 2-rank ring's two steps 58-61 us from 8 "
+   "B to 256 KiB; fused's one step 18.4-19.2 us over the same sizes. beta from fused at 2 ranks, "
+   "16 MiB 39.7 us and 128 MiB 161.3 us -> 0.97 TB/s per byte of the vector (every input read "
+   "and every output written once; the GPU's device-to-device copy 2.09 TB/s). gamma (a combine "
+   "reads two operands and writes one, ~1/1.5 TB/s) and the 8 MiB pieces of the message "
+   "algorithms' reductions are estimates from the datasheet, not measured one against another. "
+   "No handshake: a transfer starts only once both sides have posted."},
   {"default", 20.0, 1.0 / 1000.0, 1.0 / 3000.0, 0, 0,
    "conservative guess for transports without their own row: 20 us latency, 1 GB/s"},
 }};

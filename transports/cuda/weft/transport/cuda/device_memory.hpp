@@ -60,7 +60,7 @@ class device_memory {
   }
 
   // out[k] = in[0] op in[1] op ... for every output, `count` elements each, in one kernel (a
-  // whole collective's share: weft::one_shot); at most 64 inputs and 64 outputs.
+  // whole collective's share: weft::fused); at most 64 inputs and 64 outputs.
   template <class T, class Op>
   void reduce_all(std::span<std::byte* const> outs, std::span<const std::byte* const> ins, std::size_t count,
                   const Op& op, std::type_identity<T>) const {
