@@ -1,16 +1,23 @@
 // weft-sim: weft's collectives on a simulated machine, in weft-bench's columns plus where the
 // bytes went (weft/transport/sim.hpp; docs/simulator.md has the model).
 //
-//   weft-sim --fabric hgx --nodes 4 --collective allreduce -b 1M -e 1G -f 32
-//            --algorithm 'ring,recursive_halving,hierarchical(ring,ring),automatic' [--json out.json]
+//   weft-sim --fabric nvl72 --nodes 4 --collective allreduce -b 1M -e 1G -f 32
+//            --algorithm 'ring,recursive_halving,hierarchical(ring,ring),automatic'
+//            [--json out.json] [--traffic traffic.svg] [--tiers tiers.svg]
 //
-// Fabrics: hgx (N nodes of 8 GPUs: NVLink at 900 GB/s a GPU and 0.5 us, one 400 Gbit/s NIC a GPU
-// at 5 us, HBM at 4 TB/s; --gpus-per-node, --nics, --scale-up-gbps, --scale-up-us,
-// --scale-out-gbps, --scale-out-us and --memory-gbs change them) and uniform (--ranks N ports
-// of --gbps at --latency-us into a switch that never blocks: the alpha-beta machine). Buffers
-// are phantom: nothing is moved, so sizes and rank counts are those of the machine simulated.
-// Exit 0, 2 for bad flags, 1 when a run failed.
+// Fabrics (weft/transport/sim/machines.hpp): hgx (--nodes domains of --gpus-per-node GPUs:
+// NVLink --scale-up-gbps, --scale-up-us; HBM --memory-gbs), nvl72 (racks of 72 GPUs at
+// 1.8 TB/s), ualink (one pod of --accelerators with --lanes lanes of 200 Gbit/s each), and
+// uniform (--ranks ports of --gbps at --latency-us into a switch that never blocks: the
+// alpha-beta machine). Between domains: --nics a domain (default one a GPU) of
+// --scale-out-gbps at --scale-out-us, through --tiers 1, 2 or 3 of Clos with
+// --oversubscription at the leaves (--leaf-ports NICs a leaf, --pod-leaves leaves a pod),
+// --hop-us a link between switches. Buffers are phantom: nothing is moved, so sizes and rank
+// counts are those of the machine simulated. --traffic draws each run's rank x rank traffic at
+// the largest size as a heat map, --tiers the bytes that stayed in and left the scale-up
+// domains. Exit 0, 2 for bad flags, 1 when a run failed.
 #include "bench_cli.hpp"
+#include "sim_pictures.hpp"
 
 #include <weft/transport/sim.hpp>
 #include <weft/weft.hpp>
@@ -28,12 +35,19 @@ namespace {
 
 struct sim_settings {
   std::string fabric = "hgx";
-  int nodes = 2;
+  int nodes = 0;  // 0: the fabric's (hgx 2, nvl72 and ualink 1)
   int gpus_per_node = 8;
   int nics = 0;  // 0: one a GPU
   double scale_up_gbps = 7200, scale_up_us = 0.5;
-  double scale_out_gbps = 400, scale_out_us = 5;
-  double memory_gbs = 4000;
+  double scale_out_gbps = 400, scale_out_us = 2;
+  double memory_gbs = 4800;
+  int accelerators = 1024, lanes = 4;  // ualink
+  int tiers = 1;
+  double oversubscription = 1;
+  int leaf_ports = 32, pod_leaves = 16;
+  double hop_us = 1;
+  std::string traffic_svg, tiers_svg;
+  bool given_scale_up = false, given_memory = false;
   int ranks = 8;  // uniform
   double gbps = 400, latency_us = 2;
   std::string collective = "allreduce";
@@ -45,11 +59,13 @@ struct sim_settings {
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "weft-sim: %s\n"
-               "usage: weft-sim [--fabric hgx|uniform] [--nodes N] [--gpus-per-node G] [--nics K]\n"
-               "                [--scale-up-gbps X] [--scale-up-us X] [--scale-out-gbps X] [--scale-out-us X]\n"
-               "                [--memory-gbs X] [--ranks N] [--gbps X] [--latency-us X]\n"
+               "usage: weft-sim [--fabric hgx|nvl72|ualink|uniform] [--nodes N] [--gpus-per-node G] [--nics K]\n"
+               "                [--accelerators N] [--lanes L] [--scale-up-gbps X] [--scale-up-us X] [--memory-gbs X]\n"
+               "                [--scale-out-gbps X] [--scale-out-us X] [--tiers 1|2|3] [--oversubscription R]\n"
+               "                [--leaf-ports K] [--pod-leaves K] [--hop-us X] [--ranks N] [--gbps X] [--latency-us X]\n"
                "                [--collective allreduce|reduce_scatter|allgather|broadcast|alltoall]\n"
                "                [--algorithm A[,B...]] [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [--json FILE]\n"
+               "                [--traffic FILE.svg] [--tiers-svg FILE.svg]\n"
                "  algorithms: any WEFT_ALGO spelling (ring, recursive_halving, hierarchical(ring,ring), ...)\n"
                "  or automatic; sizes take K, M and G suffixes (powers of 1024)\n",
                problem.c_str());
@@ -102,11 +118,20 @@ sim_settings parse(int argc, char** argv) {
     else if (flag == "--nodes") s.nodes = whole(flag, value, 1);
     else if (flag == "--gpus-per-node") s.gpus_per_node = whole(flag, value, 1);
     else if (flag == "--nics") s.nics = whole(flag, value, 1);
-    else if (flag == "--scale-up-gbps") s.scale_up_gbps = number(flag, value, 1e-9);
+    else if (flag == "--scale-up-gbps") s.scale_up_gbps = number(flag, value, 1e-9), s.given_scale_up = true;
     else if (flag == "--scale-up-us") s.scale_up_us = number(flag, value, 0);
+    else if (flag == "--accelerators") s.accelerators = whole(flag, value, 1);
+    else if (flag == "--lanes") s.lanes = whole(flag, value, 1);
+    else if (flag == "--tiers") s.tiers = whole(flag, value, 1);
+    else if (flag == "--oversubscription") s.oversubscription = number(flag, value, 1);
+    else if (flag == "--leaf-ports") s.leaf_ports = whole(flag, value, 1);
+    else if (flag == "--pod-leaves") s.pod_leaves = whole(flag, value, 1);
+    else if (flag == "--hop-us") s.hop_us = number(flag, value, 0);
+    else if (flag == "--traffic") s.traffic_svg = value;
+    else if (flag == "--tiers-svg") s.tiers_svg = value;
     else if (flag == "--scale-out-gbps") s.scale_out_gbps = number(flag, value, 1e-9);
     else if (flag == "--scale-out-us") s.scale_out_us = number(flag, value, 0);
-    else if (flag == "--memory-gbs") s.memory_gbs = number(flag, value, 0);
+    else if (flag == "--memory-gbs") s.memory_gbs = number(flag, value, 0), s.given_memory = true;
     else if (flag == "--ranks") s.ranks = whole(flag, value, 1);
     else if (flag == "--gbps") s.gbps = number(flag, value, 1e-9);
     else if (flag == "--latency-us") s.latency_us = number(flag, value, 0);
@@ -121,12 +146,16 @@ sim_settings parse(int argc, char** argv) {
       usage("unknown flag " + flag);
     }
   }
-  if (s.fabric != "hgx" && s.fabric != "uniform") usage("--fabric '" + s.fabric + "' is not hgx or uniform");
+  if (s.fabric != "hgx" && s.fabric != "nvl72" && s.fabric != "ualink" && s.fabric != "uniform") {
+    usage("--fabric '" + s.fabric + "' is not hgx, nvl72, ualink or uniform");
+  }
+  if (s.tiers > 3) usage("--tiers is 1, 2 or 3");
+  if (s.accelerators > 1024) usage("--accelerators: a UALink pod has at most 1024");
   const std::vector<std::string> collectives = {"allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall"};
   if (std::find(collectives.begin(), collectives.end(), s.collective) == collectives.end()) {
     usage("--collective '" + s.collective + "' is not one of allreduce, reduce_scatter, allgather, broadcast, alltoall");
   }
-  if (s.nics > s.gpus_per_node) usage("--nics must not exceed --gpus-per-node");
+  if (s.fabric == "hgx" && s.nics > s.gpus_per_node) usage("--nics must not exceed --gpus-per-node");
   if (s.min_bytes < sizeof(float)) usage("-b must be at least 4 bytes (one float)");
   if (s.min_bytes > s.max_bytes) usage("-b must not exceed -e");
   return s;
@@ -134,11 +163,23 @@ sim_settings parse(int argc, char** argv) {
 
 weft::sim::fabric machine_of(const sim_settings& s) {
   if (s.fabric == "uniform") return weft::sim::fabric::uniform(s.ranks, {.gbit_per_s = s.gbps, .latency_us = s.latency_us});
-  auto machine = weft::sim::fabric::nodes(s.nodes, s.gpus_per_node, {.gbit_per_s = s.scale_up_gbps, .latency_us = s.scale_up_us},
-                                          {.gbit_per_s = s.scale_out_gbps, .latency_us = s.scale_out_us},
-                                          s.nics == 0 ? s.gpus_per_node : s.nics);
-  machine.with_memory_bandwidth(s.memory_gbs);
-  return machine;
+  weft::sim::scale_up_domain domain = weft::sim::hgx_h200();
+  const int domains = s.nodes != 0 ? s.nodes : s.fabric == "hgx" ? 2 : 1;
+  if (s.fabric == "nvl72") domain = weft::sim::nvl72();
+  if (s.fabric == "ualink") domain = weft::sim::ualink_pod(s.accelerators, s.lanes);
+  if (s.fabric == "hgx") domain.gpus = s.gpus_per_node;
+  if (s.fabric == "hgx" || s.given_scale_up) domain.gbyte_per_s = s.scale_up_gbps / 8;
+  domain.latency_us = s.scale_up_us;
+  if (s.given_memory || s.fabric == "hgx") domain.memory_gbyte_per_s = s.memory_gbs;
+  weft::sim::scale_out_network net = weft::sim::ethernet(s.scale_out_gbps);
+  net.nics = s.nics;
+  net.nic_latency_us = s.scale_out_us;
+  net.hop_latency_us = s.hop_us;
+  net.leaf_ports = s.leaf_ports;
+  net.pod_leaves = s.pod_leaves;
+  net.with_tiers(s.tiers, s.oversubscription);
+  if (net.nics > domain.gpus) usage("--nics must not exceed the GPUs of a domain (" + std::to_string(domain.gpus) + ")");
+  return weft::sim::cluster(domains, domain, net);
 }
 
 // One call of the collective on this rank, `bytes` per rank's buffer (a block, for the
@@ -185,12 +226,18 @@ int main(int argc, char** argv) {
   const auto machine = machine_of(s);
   const int p = machine.ranks();
   std::printf("# weft-sim: fabric %s, %d ranks", machine.name().c_str(), p);
-  if (s.fabric == "hgx") {
-    std::printf(" (%d nodes x %d; scale-up %g Gbit/s %g us, scale-out %d NIC(s) a node of %g Gbit/s %g us, memory %g GB/s)",
-                s.nodes, s.gpus_per_node, s.scale_up_gbps, s.scale_up_us, s.nics == 0 ? s.gpus_per_node : s.nics,
-                s.scale_out_gbps, s.scale_out_us, s.memory_gbs);
-  } else {
+  if (s.fabric == "uniform") {
     std::printf(" (ports of %g Gbit/s, %g us)", s.gbps, s.latency_us);
+  } else {
+    const auto& port = machine.links().front();
+    std::printf(" (scale-up ports %g GB/s %g us, memory %g GB/s", port.bytes_per_s / 1e9, port.latency_s * 1e6,
+                machine.memory_bytes_per_s() / 1e9);
+    if (machine.nodes().back() > 0) {  // more than one domain
+      std::printf("; scale-out %s of %g Gbit/s %g us", s.nics == 0 ? "a NIC a GPU" : (std::to_string(s.nics) + " NICs a domain").c_str(),
+                  s.scale_out_gbps, s.scale_out_us);
+      if (s.tiers > 1) std::printf(", %d-port leaves, %g us a hop", s.leaf_ports, s.hop_us);
+    }
+    std::printf(")");
   }
   std::printf("\n# collective %s, float sum, phantom payload (simulated time; bytes counted once per message)\n",
               s.collective.c_str());
@@ -224,9 +271,11 @@ int main(int argc, char** argv) {
               if (comm.rank() == 0) chosen = ran;
             },
             weft::sim::payload::phantom);
+        // The hottest link: the one busy longest (its bytes over its bandwidth).
         std::size_t hottest = 0;
+        auto busy_seconds = [&](std::size_t l) { return measured.link_bytes[l] / machine.links()[l].bytes_per_s; };
         for (std::size_t l = 1; l < measured.link_bytes.size(); ++l) {
-          if (measured.link_bytes[l] > measured.link_bytes[hottest]) hottest = l;
+          if (busy_seconds(l) > busy_seconds(hottest)) hottest = l;
         }
         const auto& link = machine.links()[hottest];
         const double busy = measured.seconds > 0 ? measured.link_bytes[hottest] / link.bytes_per_s / measured.seconds : 0;
@@ -234,7 +283,7 @@ int main(int argc, char** argv) {
         const double busbw = algbw * weft_bench::bus_factor(s.collective, p);
         const std::string shown = algorithm == "automatic" ? "automatic: " + chosen : algorithm;
         std::printf("%12zu  %-30s %12.2f %9.2f %9.2f %12.4g %12.4g  %s (%.0f%%)\n", bytes, shown.c_str(),
-                    measured.seconds * 1e6, algbw, busbw, measured.scale_up_bytes / 2, measured.scale_out_bytes / 2,
+                    measured.seconds * 1e6, algbw, busbw, measured.scale_up_bytes, measured.scale_out_bytes,
                     link.name.c_str(), 100 * busy);
         rows.push_back({bytes, algorithm, chosen, measured, busbw, hottest, busy});
       } catch (const std::exception& failure) {
@@ -251,8 +300,24 @@ int main(int argc, char** argv) {
       }
     }
   }
+  std::vector<weft_sim::picture_run> pictures;
+  for (const row& r : rows) {
+    if (r.bytes != sizes.back()) continue;
+    const std::string name = r.algorithm == "automatic" ? "automatic: " + r.chosen : r.algorithm;
+    pictures.push_back({name + ", " + weft_sim::bytes_label(static_cast<double>(r.bytes)), p, r.measured.traffic,
+                        r.measured.scale_up_bytes, r.measured.scale_out_bytes});
+  }
+  if (!s.traffic_svg.empty() && !weft_sim::write_traffic_svg(s.traffic_svg, pictures)) {
+    std::fprintf(stderr, "weft-sim: could not write %s\n", s.traffic_svg.c_str());
+    return 1;
+  }
+  if (!s.tiers_svg.empty() && !weft_sim::write_tiers_svg(s.tiers_svg, pictures)) {
+    std::fprintf(stderr, "weft-sim: could not write %s\n", s.tiers_svg.c_str());
+    return 1;
+  }
   if (!s.json.empty()) {
     std::ofstream out(s.json);
+    out.precision(17);
     out << "{\"fabric\": " << json_text(machine.name()) << ", \"ranks\": " << p
         << ", \"collective\": " << json_text(s.collective) << ", \"rows\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -261,10 +326,22 @@ int main(int argc, char** argv) {
       std::snprintf(seconds, sizeof(seconds), "%.17g", r.measured.seconds);
       out << (i ? ",\n  " : "\n  ") << "{\"bytes\": " << r.bytes << ", \"algorithm\": " << json_text(r.algorithm)
           << ", \"ran\": " << json_text(r.chosen) << ", \"seconds\": " << seconds << ", \"busbw_gbs\": " << r.busbw
-          << ", \"scale_up_bytes\": " << r.measured.scale_up_bytes / 2 << ", \"scale_out_bytes\": "
-          << r.measured.scale_out_bytes / 2 << ", \"messages\": " << r.measured.messages
+          << ", \"scale_up_bytes\": " << r.measured.scale_up_bytes << ", \"scale_out_bytes\": "
+          << r.measured.scale_out_bytes << ", \"messages\": " << r.measured.messages
           << ", \"hottest_link\": " << json_text(machine.links()[r.hottest].name) << ", \"hottest_busy\": " << r.utilization
-          << "}";
+          << ", \"traffic\": ";
+      // The rank x rank matrix (row: the rank sending), up to 256 ranks; null above.
+      if (r.measured.traffic.empty() || p > 256) {
+        out << "null";
+      } else {
+        for (int a = 0; a < p; ++a) {
+          out << (a ? ", [" : "[[");
+          for (int b = 0; b < p; ++b) out << (b ? "," : "") << r.measured.traffic[static_cast<std::size_t>(a) * p + b];
+          out << "]";
+        }
+        out << "]";
+      }
+      out << "}";
     }
     out << "\n]}\n";
     if (!out) {

@@ -136,7 +136,7 @@ TEST_CASE("contention: four ranks through one NIC take four times as long", "[si
   const double expected = 4.0 * bytes / 12.5e9 + 2e-6;
   INFO("simulated " << measured.seconds << " s, expected " << expected << " s");
   CHECK(std::abs(measured.seconds - expected) <= 1e-12);
-  CHECK(measured.scale_out_bytes == 2.0 * 4 * bytes);  // each message crosses a NIC out and a NIC in
+  CHECK(measured.scale_out_bytes == 4.0 * bytes);  // four messages between the nodes, each counted once
   CHECK(measured.scale_up_bytes == 0);
   CHECK(measured.traffic[0 * 8 + 4] == static_cast<double>(bytes));
   CHECK(measured.messages == 4);
@@ -268,8 +268,126 @@ TEST_CASE("hierarchical collectives on simulated nodes: right results, and the g
     std::printf("simulated %d x 8 GPUs, 256 MiB allreduce: ring %.0f us, hierarchical(ring,ring) %.0f us (%.1fx), "
                 "scale-out bytes %.2f vs %.2f GiB\n",
                 nodes, flat.seconds * 1e6, tiers.seconds * 1e6, flat.seconds / tiers.seconds,
-                flat.scale_out_bytes / 2 / (1 << 30), tiers.scale_out_bytes / 2 / (1 << 30));
+                flat.scale_out_bytes / (1 << 30), tiers.scale_out_bytes / (1 << 30));
     CHECK(tiers.seconds * 3 < flat.seconds);
     CHECK(tiers.scale_out_bytes < flat.scale_out_bytes * 1.0001);
   }
+}
+
+namespace {
+
+// Rank i sends `bytes` to rank to(i) for every rank that `sends`, all at time 0; returns the run.
+template <class Sends, class To>
+weft::sim::report exchange(const weft::sim::fabric& machine, std::size_t bytes, Sends sends, To to) {
+  return weft::sim::run(machine, [&](weft::sim::transport& t) {
+    std::vector<std::byte> buffer(bytes);
+    for (int peer = 0; peer < t.size(); ++peer) {
+      if (sends(t.rank()) && to(t.rank()) == peer) {
+        auto request = t.send(peer, buffer, 3);
+        t.wait(request, weft::deadline_clock::time_point::max());
+      }
+      if (sends(peer) && to(peer) == t.rank()) {
+        auto request = t.recv(peer, buffer, 3);
+        t.wait(request, weft::deadline_clock::time_point::max());
+      }
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("machines: NVL72 and UALink domains, their sizes and their ports", "[sim]") {
+  const auto rack = weft::sim::cluster(1, weft::sim::nvl72(), weft::sim::ethernet(800));
+  CHECK(rack.ranks() == 72);
+  CHECK(rack.memory_bytes_per_s() == 8000e9);
+  constexpr std::size_t bytes = std::size_t{1} << 24;
+  auto one = exchange(rack, bytes, [](int r) { return r == 0; }, [](int) { return 71; });
+  CHECK(std::abs(one.seconds - (bytes / 1800e9 + 0.5e-6)) <= 1e-12);
+  CHECK(one.scale_up_bytes == static_cast<double>(bytes));
+  CHECK(one.scale_out_bytes == 0);
+  double total = 0;  // 130 TB/s across the rack's ports, one way
+  for (const auto& l : rack.links()) total += l.tier == weft::sim::tier::scale_up && l.latency_s > 0 ? l.bytes_per_s : 0;
+  CHECK(std::abs(total - 72 * 1800e9) < 1);
+
+  const auto pod = weft::sim::cluster(1, weft::sim::ualink_pod(1024, 4), {});
+  CHECK(pod.ranks() == 1024);
+  CHECK(pod.links().front().bytes_per_s == 4 * 200e9 / 8);
+  CHECK_THROWS_AS(weft::sim::ualink_pod(1025, 4), weft::error);
+}
+
+TEST_CASE("machines: two Clos tiers, the leaf's uplink shared at 4:1, by hand", "[sim]") {
+  // Eight domains of one GPU, a NIC each at 100 Gbit/s; four NICs a leaf (not rails: 0-3 on
+  // leaf 0, 4-7 on leaf 1); at 4:1 a leaf has one uplink. Ranks 0-3 each send 1 MiB to rank
+  // i + 4 at time 0: the four messages take the one uplink in turn, and the last arrives after
+  // 4 MiB at 12.5 GB/s plus the NIC (2 us) and two hops (1 us each).
+  weft::sim::scale_up_domain single{"gpu", 1, 900, 0.5, 4800};
+  auto net = weft::sim::ethernet(100);
+  net.rails = false;
+  net.leaf_ports = 4;
+  net.with_tiers(2, 4.0);
+  const auto machine = weft::sim::cluster(8, single, net);
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  const auto measured = exchange(machine, bytes, [](int r) { return r < 4; }, [](int r) { return r + 4; });
+  const double expected = 4.0 * bytes / 12.5e9 + 4e-6;
+  INFO("simulated " << measured.seconds << " s, expected " << expected << " s");
+  CHECK(std::abs(measured.seconds - expected) <= 1e-12);
+  CHECK(measured.scale_out_bytes == 4.0 * bytes);
+  // Without oversubscription the leaf has four uplinks: no worse, and the same bytes.
+  net.with_tiers(2, 1.0);
+  const auto wide = exchange(weft::sim::cluster(8, single, net), bytes, [](int r) { return r < 4; },
+                             [](int r) { return r + 4; });
+  CHECK(wide.seconds < measured.seconds);
+  CHECK(wide.seconds >= 1.0 * bytes / 12.5e9 + 4e-6 - 1e-12);
+  // Within a leaf no spine is crossed: the NIC's latency only.
+  const auto near = exchange(machine, bytes, [](int r) { return r == 0; }, [](int) { return 1; });
+  CHECK(std::abs(near.seconds - (1.0 * bytes / 12.5e9 + 2e-6)) <= 1e-12);
+}
+
+TEST_CASE("machines: three tiers cross a core between pods; rails keep a rail on its leaf", "[sim]") {
+  weft::sim::scale_up_domain single{"gpu", 1, 900, 0.5, 4800};
+  auto net = weft::sim::ethernet(400);
+  net.rails = false;
+  net.leaf_ports = 2;
+  net.pod_leaves = 2;
+  net.with_tiers(3);
+  const auto machine = weft::sim::cluster(8, single, net);  // 4 leaves, 2 pods
+  constexpr std::size_t bytes = 4096;
+  const double wire = bytes / 50e9;
+  auto time_to = [&](int to) {
+    return exchange(machine, bytes, [](int r) { return r == 0; }, [=](int) { return to; }).seconds;
+  };
+  CHECK(std::abs(time_to(1) - (wire + 2e-6)) <= 1e-12);  // same leaf
+  CHECK(std::abs(time_to(2) - (wire + 4e-6)) <= 1e-12);  // same pod: leaf, spine, leaf
+  CHECK(std::abs(time_to(6) - (wire + 6e-6)) <= 1e-12);  // other pod: up to a core and down
+
+  // Rails: two HGX-like domains of 4 GPUs, a NIC a GPU, two tiers. GPU i of domain 0 to GPU i
+  // of domain 1 stays on rail i's leaf; to GPU i + 1 it crosses a spine.
+  auto rails = weft::sim::ethernet(400);
+  rails.with_tiers(2);
+  const auto hgx = weft::sim::cluster(2, {"quad", 4, 900, 0.5, 4800}, rails);
+  const auto same_rail = exchange(hgx, bytes, [](int r) { return r == 1; }, [](int) { return 5; });
+  const auto other_rail = exchange(hgx, bytes, [](int r) { return r == 1; }, [](int) { return 6; });
+  CHECK(std::abs(same_rail.seconds - (wire + 2e-6)) <= 1e-12);
+  CHECK(std::abs(other_rail.seconds - (wire + 4e-6)) <= 1e-12);
+  CHECK(same_rail.scale_out_bytes == bytes);
+}
+
+TEST_CASE("machines: on two NVL72 racks, hierarchical keeps the allreduce's bytes in the racks", "[sim]") {
+  const auto racks = weft::sim::cluster(2, weft::sim::nvl72(), weft::sim::ethernet(800).with_tiers(2));
+  constexpr std::size_t count = std::size_t{1} << 24;  // 64 MiB of floats
+  auto measure = [&](auto algorithm) {
+    return weft::sim::run(racks, [&](weft::communicator<weft::sim::transport>& comm) {
+      weft::sim::phantom<float> data(count);
+      weft::allreduce(comm, data.span(), weft::sum{}, decltype(algorithm){});
+    }, weft::sim::payload::phantom);
+  };
+  const auto flat = measure(weft::ring{});
+  const auto tiers = measure(weft::hierarchical<weft::ring, weft::ring>{});
+  INFO("ring " << flat.seconds << " s, " << flat.scale_out_bytes << " B out; hierarchical " << tiers.seconds << " s, "
+               << tiers.scale_out_bytes << " B out");
+  // hierarchical: each of 72 rails allreduces its block of n/72 between the 2 racks (a ring of
+  // two: each rank sends half the block twice), so 2 x 72 x n/72 = 2n bytes leave the racks.
+  CHECK(std::abs(tiers.scale_out_bytes - 2.0 * count * 4.0) <= 1e-9 * tiers.scale_out_bytes);
+  CHECK(tiers.scale_out_bytes < flat.scale_out_bytes);
+  CHECK(tiers.seconds < flat.seconds);
 }

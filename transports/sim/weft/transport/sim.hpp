@@ -1,8 +1,7 @@
 // weft/transport/sim.hpp — weft's algorithms on a simulated machine: the same code, any number
 // of ranks, in virtual time (Meson: dependency('weft-sim')).
 //
-//   auto machine = weft::sim::fabric::nodes(4, 8, {.gbit_per_s = 7200, .latency_us = 0.5},
-//                                           {.gbit_per_s = 400, .latency_us = 5}, 8);
+//   auto machine = weft::sim::cluster(4, weft::sim::hgx_h200(), weft::sim::ethernet(400));
 //   auto measured = weft::sim::run(machine, [](weft::communicator<weft::sim::transport>& comm) {
 //     weft::sim::phantom<float> gradients(std::size_t{1} << 26);      // 256 MiB, never touched
 //     weft::allreduce(comm, gradients.span(), weft::sum{}, weft::ring{});
@@ -11,14 +10,15 @@
 //
 // Ranks are threads that take turns in virtual time (weft/transport/sim/world.hpp: the model,
 // and why the result does not depend on the threads' scheduling); messages cross the fabric's
-// links (weft/transport/sim/fabric.hpp). With payload::real every byte moves and results can be
-// checked against the other transports; with payload::phantom, buffers made with
+// links (weft/transport/sim/fabric.hpp; the field's machines in weft/transport/sim/machines.hpp).
+// With payload::real every byte moves and results can be checked against the other transports; with payload::phantom, buffers made with
 // weft::sim::phantom and the algorithms' scratch take address space only.
 #pragma once
 
 #include "weft/communicator.hpp"
 #include "weft/options.hpp"
 #include "weft/transport/sim/fabric.hpp"
+#include "weft/transport/sim/machines.hpp"
 #include "weft/transport/sim/phantom.hpp"
 #include "weft/transport/sim/world.hpp"
 

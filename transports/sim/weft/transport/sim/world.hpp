@@ -134,7 +134,9 @@ struct report {
   int ranks = 0;
   double seconds = 0;                 // the last rank's clock at its end
   std::vector<double> rank_seconds;   // each rank's clock at its end
-  std::vector<double> link_bytes;     // per fabric link
+  std::vector<double> link_bytes;     // per fabric link: the bytes that crossed it
+  // Bytes of the messages that stayed in a scale-up domain, and of those that crossed any
+  // scale-out link (each message counted once, whatever the links it crossed).
   double scale_up_bytes = 0;
   double scale_out_bytes = 0;
   // Bytes sent from rank a to rank b at [a * ranks + b]; kept up to 1024 ranks (empty above).
@@ -213,9 +215,8 @@ class world {
       out.seconds = std::max(out.seconds, r->now);
     }
     out.link_bytes = link_bytes_;
-    for (std::size_t i = 0; i < link_bytes_.size(); ++i) {
-      (fabric_.links()[i].tier == tier::scale_up ? out.scale_up_bytes : out.scale_out_bytes) += link_bytes_[i];
-    }
+    out.scale_up_bytes = scale_up_bytes_;
+    out.scale_out_bytes = scale_out_bytes_;
     out.traffic = traffic_;
     out.messages = messages_;
     return out;
@@ -350,10 +351,13 @@ class world {
       slowest = std::min(slowest, fabric_.links()[static_cast<std::size_t>(l)].bytes_per_s);
     }
     const double transfer = route_.empty() || send.size == 0 ? 0.0 : static_cast<double>(send.size) / slowest;
+    bool leaves_scale_up = false;
     for (const int l : route_) {
       link_free_[static_cast<std::size_t>(l)] = start + transfer;
       link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(send.size);
+      leaves_scale_up = leaves_scale_up || fabric_.links()[static_cast<std::size_t>(l)].tier == tier::scale_out;
     }
+    if (!route_.empty()) (leaves_scale_up ? scale_out_bytes_ : scale_up_bytes_) += static_cast<double>(send.size);
     if (!traffic_.empty()) {
       traffic_[static_cast<std::size_t>(send.source) * static_cast<std::size_t>(size()) +
                static_cast<std::size_t>(send.destination)] += static_cast<double>(send.size);
@@ -438,6 +442,8 @@ class world {
   std::optional<std::string> failed_;
   std::vector<double> link_free_;
   std::vector<double> link_bytes_;
+  double scale_up_bytes_ = 0;
+  double scale_out_bytes_ = 0;
   std::vector<double> traffic_;
   std::size_t messages_ = 0;
   std::vector<int> route_;  // scratch

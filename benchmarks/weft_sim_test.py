@@ -1,0 +1,78 @@
+"""weft-sim's fabrics, JSON, pictures and errors.
+
+    python3 benchmarks/weft_sim_test.py build/benchmarks/weft-sim
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+
+SIM = sys.argv[1]
+failures = []
+
+
+def run(*args):
+    return subprocess.run([SIM, *args], capture_output=True, text=True, timeout=240)
+
+
+def expect(condition, what, result=None):
+    if not condition:
+        detail = f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}" if result else ""
+        failures.append(what + detail)
+        print("FAIL", what)
+    else:
+        print("ok  ", what)
+
+
+with tempfile.TemporaryDirectory() as scratch:
+    out_json = os.path.join(scratch, "racks.json")
+    traffic = os.path.join(scratch, "traffic.svg")
+    tiers = os.path.join(scratch, "tiers.svg")
+    result = run("--fabric", "nvl72", "--nodes", "2", "--tiers", "2", "--collective", "allreduce",
+                 "-b", "1M", "-e", "16M", "-f", "16", "--algorithm", "ring,hierarchical(ring,ring)",
+                 "--json", out_json, "--traffic", traffic, "--tiers-svg", tiers)
+    expect(result.returncode == 0, "two NVL72 racks, two tiers: runs", result)
+    expect("2 x nvl72, 2-tier scale-out" in result.stdout, "the header names the machine", result)
+    report = json.load(open(out_json)) if os.path.exists(out_json) else {"rows": []}
+    expect(report.get("ranks") == 144 and len(report["rows"]) == 4, "JSON: 144 ranks, 2 sizes x 2 algorithms")
+    for row in report["rows"]:
+        matrix = row.get("traffic") or []
+        total = sum(sum(line) for line in matrix)
+        by_tier = row["scale_up_bytes"] + row["scale_out_bytes"]
+        expect(len(matrix) == 144 and abs(total - by_tier) <= 1e-6 * by_tier,
+               f"JSON {row['algorithm']} {row['bytes']}: the traffic matrix sums to the bytes by tier "
+               f"({total:.6g} and {by_tier:.6g})")
+        expect(0 < row["hottest_busy"] <= 1.0 + 1e-9, f"JSON {row['algorithm']} {row['bytes']}: hottest link busy "
+               f"{row['hottest_busy']:.3g} of the run")
+    largest = {row["algorithm"]: row for row in report["rows"] if row["bytes"] == 16 << 20}
+    if len(largest) == 2:
+        expect(largest["hierarchical(ring,ring)"]["scale_out_bytes"] < largest["ring"]["scale_out_bytes"],
+               "hierarchical sends fewer bytes out of the racks than the ring")
+    for path, words in ((traffic, ["ring, 16 MiB", "hierarchical(ring,ring), 16 MiB", "144 ranks"]),
+                        (tiers, ["scale-up", "scale-out", "ring, 16 MiB"])):
+        try:
+            text = " ".join(ElementTree.parse(path).getroot().itertext())
+            expect(all(word in text for word in words), f"{os.path.basename(path)}: an SVG saying {words}")
+        except (OSError, ElementTree.ParseError) as error:
+            expect(False, f"{os.path.basename(path)}: a well-formed SVG ({error})")
+
+    result = run("--fabric", "ualink", "--accelerators", "64", "--lanes", "2", "--collective", "allgather",
+                 "-b", "64K", "-e", "64K", "--algorithm", "ring,automatic")
+    expect(result.returncode == 0 and "1 x ualink" in result.stdout and " 64 ranks" in result.stdout,
+           "a UALink pod of 64", result)
+
+    result = run("--fabric", "hgx", "--nodes", "4", "--tiers", "3", "--leaf-ports", "8", "--pod-leaves", "2",
+                 "--oversubscription", "2", "--collective", "alltoall", "-b", "1M", "-e", "1M")
+    expect(result.returncode == 0 and "3-tier scale-out 2:1" in result.stdout, "HGX under three tiers at 2:1", result)
+
+    for bad, why in ((["--tiers", "4"], "1, 2 or 3"), (["--fabric", "torus"], "not hgx, nvl72, ualink or uniform"),
+                     (["--fabric", "ualink", "--accelerators", "2000"], "at most 1024"),
+                     (["--oversubscription", "0.5"], "--oversubscription wants a number >= 1"),
+                     (["--fabric", "nvl72", "--nics", "80"], "must not exceed the GPUs of a domain")):
+        result = run(*bad)
+        expect(result.returncode == 2 and why in result.stderr, f"refused: {' '.join(bad)}", result)
+
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
