@@ -391,3 +391,67 @@ TEST_CASE("machines: on two NVL72 racks, hierarchical keeps the allreduce's byte
   CHECK(tiers.scale_out_bytes < flat.scale_out_bytes);
   CHECK(tiers.seconds < flat.seconds);
 }
+
+// The parallelism examples' strategies (examples/parallelism/), on the machines the seeds
+// compare: what they claim, measured.
+#include "../../examples/parallelism/expert_parallel.hpp"
+#include "../../examples/parallelism/pipeline_parallel.hpp"
+#include "../../examples/parallelism/tensor_parallel.hpp"
+
+TEST_CASE("parallelism: tensor parallelism wants the NVLink domain, and an NVL72 moves its boundary", "[sim]") {
+  parallelism::shape model;
+  model.layers = 2;
+  const auto hgx = weft::sim::cluster(2, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2));
+  auto rack_domain = weft::sim::nvl72();
+  rack_domain.gpus = 16;
+  rack_domain.memory_gbyte_per_s = weft::sim::hgx_h200().memory_gbyte_per_s;
+  const auto rack = weft::sim::cluster(1, rack_domain, weft::sim::ethernet(400));
+  auto tensor_parallel = [&](const weft::sim::fabric& machine, int width) {
+    return weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
+      auto group = comm.split(comm.rank() / width, comm.rank());
+      parallelism::tensor_parallel_step<weft::bfloat16>(group, model);
+    }, weft::sim::payload::phantom);
+  };
+  const auto in_node = tensor_parallel(hgx, 8);
+  const auto across_nodes = tensor_parallel(hgx, 16);
+  const auto in_rack = tensor_parallel(rack, 16);
+  INFO("TP8 on HGX " << in_node.seconds << " s; TP16 on HGX " << across_nodes.seconds << " s, " << across_nodes.scale_out_bytes
+                     << " B out; TP16 on NVL72 " << in_rack.seconds << " s");
+  CHECK(in_node.scale_out_bytes < 1e4);  // only the split's own small exchange leaves the nodes
+  CHECK(across_nodes.scale_out_bytes > 1e9);
+  CHECK(in_rack.scale_out_bytes == 0);
+  CHECK(in_rack.seconds < across_nodes.seconds);
+}
+
+TEST_CASE("parallelism: the pipeline's bubble is GPipe's, and a skewed router unbalances the alltoall", "[sim]") {
+  const auto machine = weft::sim::cluster(1, weft::sim::hgx_h200(), {});
+  parallelism::shape model;
+  model.layers = 16;
+  model.micro_batches = 8;
+  parallelism::pipeline_times times;
+  weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
+    parallelism::pipeline_times mine;
+    parallelism::pipeline_parallel_step<weft::bfloat16>(comm, model, &mine);
+    if (comm.rank() == 0) times = mine;
+  }, weft::sim::payload::phantom);
+  const double bubble = 1 - times.busy / times.step, ideal = 7.0 / (8 + 7);
+  INFO("bubble " << bubble << ", GPipe's " << ideal);
+  CHECK(bubble >= ideal - 1e-9);
+  CHECK(bubble <= ideal + 0.05);  // the activations' transfers on top
+
+  parallelism::expert_load load;
+  model.skew = 1.2;
+  weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
+    parallelism::expert_load mine;
+    parallelism::expert_parallel_step<weft::bfloat16>(comm, model, &mine);
+    if (comm.rank() == 0) load = mine;
+  }, weft::sim::payload::phantom);
+  CHECK(static_cast<double>(load.most) > 2 * load.mean);
+  model.skew = 0;  // a uniform router: within a few percent of even
+  weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
+    parallelism::expert_load mine;
+    parallelism::expert_parallel_step<weft::bfloat16>(comm, model, &mine);
+    if (comm.rank() == 0) load = mine;
+  }, weft::sim::payload::phantom);
+  CHECK(static_cast<double>(load.most) < 1.15 * load.mean);
+}

@@ -117,6 +117,9 @@ class transport {
 
   // This rank's virtual clock, in seconds since the run began.
   double now() const;
+  // Spends `seconds` of this rank's virtual time computing (a layer's GEMMs, say): what a
+  // training step does between its collectives.
+  void compute(double seconds);
 
  private:
   friend request;
@@ -454,6 +457,7 @@ class world {
 inline int transport::size() const { return world_->size(); }
 inline const host_layout* transport::hosts() const { return &world_->hosts(); }
 inline double transport::now() const { return world_->now(rank_); }
+inline void transport::compute(double seconds) { world_->advance(rank_, seconds); }
 
 inline transport::request transport::send(int peer, std::span<const std::byte> data, tag_t tag) {
   weft::detail::check_peer(rank_, size(), peer, "send to");
