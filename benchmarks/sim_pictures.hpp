@@ -18,6 +18,7 @@ struct picture_run {
   std::vector<double> traffic;  // [a * ranks + b], bytes from a to b (empty: not kept)
   double scale_up_bytes = 0;
   double scale_out_bytes = 0;
+  std::vector<int> node_of;     // each rank's domain: the heat map marks where one ends
 };
 
 inline std::string svg_text(const std::string& text) {
@@ -56,8 +57,8 @@ inline bool write_traffic_svg(const std::string& path, const std::vector<picture
     const auto& run = runs[i];
     const int x0 = margin + static_cast<int>(i) * (panel + margin), y0 = margin + caption;
     out << "<text x=\"" << x0 << "\" y=\"" << margin << "\">" << svg_text(run.title) << "</text>\n";
-    out << "<text x=\"" << x0 << "\" y=\"" << margin + 16 << "\" fill=\"#555\">rank sending (rows) to rank receiving "
-        << "(columns), " << run.ranks << " ranks</text>\n";
+    out << "<text x=\"" << x0 << "\" y=\"" << margin + 16 << "\" fill=\"#555\">" << run.ranks
+        << " ranks: rows send, columns receive; orange: domain ends</text>\n";
     if (run.traffic.empty()) {
       out << "<text x=\"" << x0 << "\" y=\"" << y0 + 20 << "\">(not kept above 1024 ranks)</text>\n";
       continue;
@@ -86,6 +87,13 @@ inline bool write_traffic_svg(const std::string& path, const std::vector<picture
             << side << "\" fill=\"rgb(" << shade << "," << shade << ",255)\"/>\n";
       }
     }
+    for (int r = 1; r < p && static_cast<std::size_t>(r) < run.node_of.size(); ++r) {  // domain boundaries
+      if (run.node_of[static_cast<std::size_t>(r)] == run.node_of[static_cast<std::size_t>(r - 1)]) continue;
+      const double at = r / per * side;
+      out << "<line x1=\"" << x0 + at << "\" y1=\"" << y0 << "\" x2=\"" << x0 + at << "\" y2=\"" << y0 + panel
+          << "\" stroke=\"#d4753b\" stroke-width=\"1\"/>\n<line x1=\"" << x0 << "\" y1=\"" << y0 + at << "\" x2=\""
+          << x0 + panel << "\" y2=\"" << y0 + at << "\" stroke=\"#d4753b\" stroke-width=\"1\"/>\n";
+    }
     out << "<text x=\"" << x0 << "\" y=\"" << y0 + panel + 16 << "\" fill=\"#555\">darkest cell "
         << svg_text(bytes_label(most)) << "</text>\n";
   }
@@ -98,14 +106,14 @@ inline bool write_tiers_svg(const std::string& path, const std::vector<picture_r
   constexpr int bar = 28, gap = 36, margin = 50, height = 300;
   double most = 0;
   for (const auto& run : runs) most = std::max({most, run.scale_up_bytes, run.scale_out_bytes});
-  const int width = 2 * margin + static_cast<int>(runs.size()) * (2 * bar + gap);
+  const int width = 2 * margin + static_cast<int>(runs.size()) * (2 * bar + gap) + 160;  // room for the slanted labels
   std::ofstream out(path);
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height + 3 * margin
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << margin << "\" y=\"20\">bytes by tier: <tspan fill=\"#3b6fd4\">scale-up</tspan>, "
       << "<tspan fill=\"#d4753b\">scale-out</tspan> (tallest " << svg_text(bytes_label(most)) << ")</text>\n";
   const int base = margin + height;
-  out << "<line x1=\"" << margin << "\" y1=\"" << base << "\" x2=\"" << width - margin << "\" y2=\"" << base
+  out << "<line x1=\"" << margin << "\" y1=\"" << base << "\" x2=\"" << width - margin - 160 << "\" y2=\"" << base
       << "\" stroke=\"#333\"/>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const int x = margin + static_cast<int>(i) * (2 * bar + gap);

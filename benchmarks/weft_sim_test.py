@@ -50,7 +50,7 @@ with tempfile.TemporaryDirectory() as scratch:
     if len(largest) == 2:
         expect(largest["hierarchical(ring,ring)"]["scale_out_bytes"] < largest["ring"]["scale_out_bytes"],
                "hierarchical sends fewer bytes out of the racks than the ring")
-    for path, words in ((traffic, ["ring, 16 MiB", "hierarchical(ring,ring), 16 MiB", "144 ranks"]),
+    for path, words in ((traffic, ["ring, 16 MiB", "hierarchical(ring,ring), 16 MiB", "144 ranks: rows send"]),
                         (tiers, ["scale-up", "scale-out", "ring, 16 MiB"])):
         try:
             text = " ".join(ElementTree.parse(path).getroot().itertext())
