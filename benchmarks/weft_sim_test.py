@@ -58,6 +58,13 @@ with tempfile.TemporaryDirectory() as scratch:
         except (OSError, ElementTree.ParseError) as error:
             expect(False, f"{os.path.basename(path)}: a well-formed SVG ({error})")
 
+    again = os.path.join(scratch, "again.json")
+    result = run("--fabric", "nvl72", "--nodes", "2", "--tiers", "2", "--collective", "allreduce",
+                 "-b", "1M", "-e", "16M", "-f", "16", "--algorithm", "ring,hierarchical(ring,ring)", "--json", again)
+    expect(result.returncode == 0 and os.path.exists(again) and os.path.exists(out_json)
+           and open(again, "rb").read() == open(out_json, "rb").read(),
+           "the same run twice: byte-identical JSON", result)
+
     result = run("--fabric", "ualink", "--accelerators", "64", "--lanes", "2", "--collective", "allgather",
                  "-b", "64K", "-e", "64K", "--algorithm", "ring,automatic")
     expect(result.returncode == 0 and "1 x ualink" in result.stdout and " 64 ranks" in result.stdout,
