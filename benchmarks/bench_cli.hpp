@@ -34,7 +34,7 @@ inline const std::vector<std::string>& algorithm_names() {
   static const std::vector<std::string> names = {
       "automatic",          "ring",              "binomial_tree", "double_binary_tree",
       "recursive_doubling", "recursive_halving", "bruck",         "pairwise",
-      "dissemination",      "direct"};
+      "dissemination",      "direct",            "fused"};  // fused: transports that run collectives whole (cuda)
   return names;
 }
 inline const std::vector<std::string>& type_names() {

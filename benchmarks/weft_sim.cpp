@@ -3,18 +3,18 @@
 //
 //   weft-sim --fabric nvl72 --nodes 4 --collective allreduce -b 1M -e 1G -f 32
 //            --algorithm 'ring,recursive_halving,hierarchical(ring,ring),automatic'
-//            [--json out.json] [--traffic traffic.svg] [--tiers tiers.svg]
+//            [--json out.json] [--traffic traffic.svg] [--tiers-svg tiers.svg]
 //
 // Fabrics (weft/transport/sim/machines.hpp): hgx (--nodes domains of --gpus-per-node GPUs:
 // NVLink --scale-up-gbps, --scale-up-us; HBM --memory-gbs), nvl72 (racks of 72 GPUs at
-// 1.8 TB/s), ualink (one pod of --accelerators with --lanes lanes of 200 Gbit/s each), and
-// uniform (--ranks ports of --gbps at --latency-us into a switch that never blocks: the
-// alpha-beta machine). Between domains: --nics a domain (default one a GPU) of
-// --scale-out-gbps at --scale-out-us, through --tiers 1, 2 or 3 of Clos with
+// 1.8 TB/s), ualink (pods of --accelerators with --lanes lanes of 200 Gbit/s each), and uniform
+// (--ranks ports of --gbps at --latency-us into a switch that never blocks: the alpha-beta
+// machine; computing is free unless --memory-gbs). Between domains: --nics a domain (default
+// one a GPU) of --scale-out-gbps at --scale-out-us, through --tiers 1, 2 or 3 of Clos with
 // --oversubscription at the leaves (--leaf-ports NICs a leaf, --pod-leaves leaves a pod),
 // --hop-us a link between switches. Buffers are phantom: nothing is moved, so sizes and rank
 // counts are those of the machine simulated. --traffic draws each run's rank x rank traffic at
-// the largest size as a heat map, --tiers the bytes that stayed in and left the scale-up
+// the largest size as a heat map, --tiers-svg the bytes that stayed in and left the scale-up
 // domains. Exit 0, 2 for bad flags, 1 when a run failed.
 #include "bench_cli.hpp"
 #include "sim_pictures.hpp"
@@ -162,7 +162,11 @@ sim_settings parse(int argc, char** argv) {
 }
 
 weft::sim::fabric machine_of(const sim_settings& s) {
-  if (s.fabric == "uniform") return weft::sim::fabric::uniform(s.ranks, {.gbit_per_s = s.gbps, .latency_us = s.latency_us});
+  if (s.fabric == "uniform") {
+    auto flat = weft::sim::fabric::uniform(s.ranks, {.gbit_per_s = s.gbps, .latency_us = s.latency_us});
+    if (s.given_memory) flat.with_memory_bandwidth(s.memory_gbs);  // else computing is free
+    return flat;
+  }
   weft::sim::scale_up_domain domain = weft::sim::hgx_h200();
   const int domains = s.nodes != 0 ? s.nodes : s.fabric == "hgx" ? 2 : 1;
   if (s.fabric == "nvl72") domain = weft::sim::nvl72();
