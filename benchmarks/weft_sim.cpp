@@ -333,7 +333,18 @@ int main(int argc, char** argv) {
           << ", \"scale_up_bytes\": " << r.measured.scale_up_bytes << ", \"scale_out_bytes\": "
           << r.measured.scale_out_bytes << ", \"messages\": " << r.measured.messages
           << ", \"hottest_link\": " << json_text(machine.links()[r.hottest].name) << ", \"hottest_busy\": " << r.utilization
-          << ", \"traffic\": ";
+          << ", \"links\": [";
+      // Every link that carried bytes: its name, bytes and the share of the run it was busy.
+      bool first_link = true;
+      for (std::size_t l = 0; l < r.measured.link_bytes.size(); ++l) {
+        if (r.measured.link_bytes[l] <= 0) continue;
+        const auto& link = machine.links()[l];
+        out << (first_link ? "" : ", ") << "{\"name\": " << json_text(link.name) << ", \"tier\": \""
+            << weft::sim::to_string(link.tier) << "\", \"bytes\": " << r.measured.link_bytes[l] << ", \"busy\": "
+            << (r.measured.seconds > 0 ? r.measured.link_bytes[l] / link.bytes_per_s / r.measured.seconds : 0.0) << "}";
+        first_link = false;
+      }
+      out << "], \"traffic\": ";
       // The rank x rank matrix (row: the rank sending), up to 256 ranks; null above.
       if (r.measured.traffic.empty() || p > 256) {
         out << "null";

@@ -46,6 +46,13 @@ with tempfile.TemporaryDirectory() as scratch:
                f"({total:.6g} and {by_tier:.6g})")
         expect(0 < row["hottest_busy"] <= 1.0 + 1e-9, f"JSON {row['algorithm']} {row['bytes']}: hottest link busy "
                f"{row['hottest_busy']:.3g} of the run")
+        links = row.get("links") or []
+        busiest = max(links, key=lambda link: link["busy"]) if links else {}
+        out_bytes = sum(link["bytes"] for link in links if link["tier"] == "scale-out" and link["name"].endswith(" out")
+                        and " nic " in link["name"])
+        expect(busiest.get("name") == row["hottest_link"] and abs(out_bytes - row["scale_out_bytes"]) <= 1e-9 * max(1, out_bytes),
+               f"JSON {row['algorithm']} {row['bytes']}: per-link bytes (the busiest is the hottest; the NICs' "
+               f"outgoing bytes are the scale-out bytes)")
     largest = {row["algorithm"]: row for row in report["rows"] if row["bytes"] == 16 << 20}
     if len(largest) == 2:
         expect(largest["hierarchical(ring,ring)"]["scale_out_bytes"] < largest["ring"]["scale_out_bytes"],
