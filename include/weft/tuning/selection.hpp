@@ -4,7 +4,8 @@
 //      binomial_tree"), that one runs — or the call fails with errc::invalid_argument if it
 //      cannot run this collective with this op. No silent substitution.
 //   2. Otherwise every algorithm that implements the collective (and keeps rank order, for a
-//      non-commutative op) is costed with the cost model, using the transport's constants,
+//      non-commutative op) is costed with the cost model, using the transport's constants
+//      (its row of tuning/cost_model.hpp, or what it gives at run time: cost_constants()),
 //      and the cheapest runs. The inputs (rank count, message size) are the same on every
 //      rank, so every rank picks the same algorithm.
 #pragma once
@@ -16,10 +17,13 @@
 #include "weft/tuning/cost_model.hpp"
 
 #include <algorithm>
+#include <concepts>
 #include <cstdlib>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 namespace weft {
 
@@ -88,7 +92,16 @@ report run_with(Comm& comm, const Call& call) {
 template <class Comm, class Call, class... Algorithms>
 report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>) {
   const std::string_view wanted = tuning::algorithm_override(Call::kind);
-  const auto& constants = tuning::constants_of<typename Comm::transport_type>();
+  using transport_type = typename Comm::transport_type;
+  tuning::link_constants constants = tuning::constants_of<transport_type>();
+  tuning::link_constants local = tuning::local_constants_of<transport_type>();
+  // A transport that knows its links at run time (the simulator: its fabric's) gives its own
+  // rows, the node-local one first.
+  if constexpr (requires(const transport_type& t) {
+                  { t.cost_constants() } -> std::same_as<std::pair<tuning::link_constants, tuning::link_constants>>;
+                }) {
+    std::tie(local, constants) = comm.underlying_transport().cost_constants();
+  }
   int chosen = -1;
   int index = 0;
   double best = std::numeric_limits<double>::infinity();
@@ -100,8 +113,7 @@ report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
             double estimate = 0;
             if constexpr (requires { Algorithms::estimate_us(comm, Call::kind, bytes, constants, constants); }) {
               // An algorithm of two tiers (weft::hierarchical) costs each with its own row.
-              estimate = Algorithms::estimate_us(
-                  comm, Call::kind, bytes, tuning::local_constants_of<typename Comm::transport_type>(), constants);
+              estimate = Algorithms::estimate_us(comm, Call::kind, bytes, local, constants);
             } else {
               estimate = tuning::estimate_us(
                   Algorithms::cost(Call::kind, comm.size(), bytes, static_cast<double>(comm.pipeline_bytes(Call::kind))),

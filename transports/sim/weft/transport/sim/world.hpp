@@ -25,6 +25,7 @@
 #include "weft/transport.hpp"
 #include "weft/transport/sim/fabric.hpp"
 #include "weft/transport/sim/phantom.hpp"
+#include "weft/tuning/cost_model.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -120,6 +121,9 @@ class transport {
   // Spends `seconds` of this rank's virtual time computing (a layer's GEMMs, say): what a
   // training step does between its collectives.
   void compute(double seconds);
+  // weft::automatic's rows for this machine, node-local and network: a route's latency (alpha),
+  // its slowest link (beta), the memory a combine's traffic is timed at (gamma).
+  std::pair<tuning::link_constants, tuning::link_constants> cost_constants() const;
 
  private:
   friend request;
@@ -160,6 +164,15 @@ class world {
     if (fabric_.ranks() <= traffic_matrix_limit) traffic_.assign(p * p, 0.0);
     for (int r = 0; r < fabric_.ranks(); ++r) runnable_.insert({0.0, r});
     hosts_ = host_layout::from_keys(std::span<const int>(fabric_.nodes()));
+    // A route within rank 0's node and one out of it (the same on a machine of one tier).
+    const auto& node = fabric_.nodes();
+    int near = -1, far = -1;
+    for (int r = 1; r < fabric_.ranks(); ++r) {
+      if (near < 0 && node[static_cast<std::size_t>(r)] == node[0]) near = r;
+      if (far < 0 && node[static_cast<std::size_t>(r)] != node[0]) far = r;
+    }
+    network_ = constants_of_route(far >= 0 ? far : near);
+    local_ = near >= 0 ? constants_of_route(near) : network_;
   }
   world(const world&) = delete;
   world& operator=(const world&) = delete;
@@ -173,6 +186,7 @@ class world {
 
   int size() const { return fabric_.ranks(); }
   const sim::fabric& machine() const { return fabric_; }
+  std::pair<tuning::link_constants, tuning::link_constants> cost_constants() const { return {local_, network_}; }
   const host_layout& hosts() const { return hosts_; }
   payload mode() const { return mode_; }
   transport endpoint(int rank) { return transport(this, rank); }
@@ -429,12 +443,31 @@ class world {
     const double rate = fabric_.memory_bytes_per_s();
     return rate > 0 ? bytes / rate : 0.0;
   }
+  // The cost model's row for a message from rank 0 to `to`: its route's latency and slowest
+  // link; a combine's three bytes of memory traffic for each byte reduced.
+  tuning::link_constants constants_of_route(int to) const {
+    tuning::link_constants row{"sim", 0, 0, 0, 0, 0, "the simulated fabric's links"};
+    if (to < 0) return row;
+    std::vector<int> route;
+    fabric_.route(0, to, route);
+    double latency = 0, slowest = detail::never;
+    for (const int l : route) {
+      latency += fabric_.links()[static_cast<std::size_t>(l)].latency_s;
+      slowest = std::min(slowest, fabric_.links()[static_cast<std::size_t>(l)].bytes_per_s);
+    }
+    row.alpha_us = latency * 1e6;
+    row.beta_us_per_byte = route.empty() ? 0 : 1e6 / slowest;
+    row.gamma_us_per_byte = memory_seconds(3.0) * 1e6;
+    return row;
+  }
   static bool skip_bytes(const void* a, const void* b = nullptr, const void* c = nullptr) {
     return is_phantom(a) || is_phantom(b) || is_phantom(c);
   }
 
   sim::fabric fabric_;
   host_layout hosts_;
+  tuning::link_constants local_{"sim", 0, 0, 0, 0, 0, "the simulated fabric"};
+  tuning::link_constants network_ = local_;
   payload mode_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<rank_state>> ranks_;
@@ -458,6 +491,9 @@ inline int transport::size() const { return world_->size(); }
 inline const host_layout* transport::hosts() const { return &world_->hosts(); }
 inline double transport::now() const { return world_->now(rank_); }
 inline void transport::compute(double seconds) { world_->advance(rank_, seconds); }
+inline std::pair<tuning::link_constants, tuning::link_constants> transport::cost_constants() const {
+  return world_->cost_constants();
+}
 
 inline transport::request transport::send(int peer, std::span<const std::byte> data, tag_t tag) {
   weft::detail::check_peer(rank_, size(), peer, "send to");
