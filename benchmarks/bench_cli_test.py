@@ -8,22 +8,14 @@ import subprocess
 import sys
 import tempfile
 
+from checks import expect, finish
+
 BENCH = sys.argv[1]
-failures = []
 
 
 def run(*args, env=None):
     return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, **(env or {})))
-
-
-def expect(condition, what, result=None):
-    if not condition:
-        detail = f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}" if result else ""
-        failures.append(what + detail)
-        print("FAIL", what)
-    else:
-        print("ok  ", what)
 
 
 def rows(stdout):
@@ -138,5 +130,4 @@ result = run("--ranks", "3", "-r", "3", "--collective", "broadcast", "-n", "1", 
 expect(result.returncode == 1 and "root 3 is not a rank" in result.stderr, "a root outside the world is refused",
        result)
 
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

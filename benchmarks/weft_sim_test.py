@@ -9,21 +9,13 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 
+from checks import expect, finish
+
 SIM = sys.argv[1]
-failures = []
 
 
 def run(*args):
     return subprocess.run([SIM, *args], capture_output=True, text=True, timeout=240)
-
-
-def expect(condition, what, result=None):
-    if not condition:
-        detail = f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}" if result else ""
-        failures.append(what + detail)
-        print("FAIL", what)
-    else:
-        print("ok  ", what)
 
 
 with tempfile.TemporaryDirectory() as scratch:
@@ -88,5 +80,4 @@ with tempfile.TemporaryDirectory() as scratch:
         result = run(*bad)
         expect(result.returncode == 2 and why in result.stderr, f"refused: {' '.join(bad)}", result)
 
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

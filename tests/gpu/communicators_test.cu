@@ -125,33 +125,6 @@ void fused_in_place(int p, std::size_t count) {
   }
 }
 
-// Rank 1 of 3 never issues its fused allreduce: synchronize names it; abort releases.
-void fused_never_issued() {
-  weft::cuda::communicators gpus(devices_for(3));
-  std::vector<device_vector<float>> data;
-  for (int r = 0; r < 3; ++r) data.emplace_back(gpus.device(r), 4096);
-  weft::allreduce(gpus[0], data[0].span(), weft::sum{}, weft::fused{});
-  weft::allreduce(gpus[2], data[2].span(), weft::sum{}, weft::fused{});
-  std::string said;
-  try {
-    weft::cuda::synchronize(gpus[0], 500ms);
-  } catch (const weft::error& failure) {
-    said = failure.what();
-  }
-  std::printf("fused never issued: %s\n", said.c_str());
-  GPU_CHECK(said.find("waits for rank(s) 1 to issue allreduce") != std::string::npos, said);
-  gpus.abort("rank 1 never came");
-  for (int r = 0; r < 3; ++r) {
-    std::string after;
-    try {
-      gpus.synchronize(r, 10s);
-    } catch (const weft::error& failure) {
-      after = failure.what();
-    }
-    GPU_CHECK(after.find("rank 1 never came") != std::string::npos, "after abort, rank " + std::to_string(r) + ": " + after);
-  }
-}
-
 template <class T>
 void every_op(int p) {
   allreduce_case<T, weft::sum, weft::fused>(p, 1003, weft::sum{}, "sum", false);
@@ -295,13 +268,16 @@ void other_collectives(int p, std::size_t count) {
   run_alltoall(weft::direct{});
 }
 
-// Rank 2 of 3 never issues its allreduce: synchronize names it; abort releases the streams.
-void never_issued() {
+// Rank `missing` of 3 never issues its allreduce: synchronize names what rank 0 waits for
+// (`expected`); abort releases the streams.
+template <class Algorithm>
+void never_issued(int missing, const std::string& expected) {
   weft::cuda::communicators gpus(devices_for(3));
   std::vector<device_vector<float>> data;
   for (int r = 0; r < 3; ++r) data.emplace_back(gpus.device(r), 4096);
-  weft::allreduce(gpus[0], data[0].span(), weft::sum{}, weft::ring{});
-  weft::allreduce(gpus[1], data[1].span(), weft::sum{}, weft::ring{});
+  for (int r = 0; r < 3; ++r) {
+    if (r != missing) weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(), weft::sum{}, Algorithm{});
+  }
   std::string said;
   try {
     weft::cuda::synchronize(gpus[0], 500ms);
@@ -309,9 +285,10 @@ void never_issued() {
     said = failure.what();
     GPU_CHECK(failure.code() == weft::errc::timeout, said);
   }
-  std::printf("never issued: %s\n", said.c_str());
-  GPU_CHECK(said.find("waits for rank") != std::string::npos && said.find("allreduce") != std::string::npos, said);
-  gpus.abort("rank 2 never came");
+  std::printf("%s, never issued: %s\n", std::string(Algorithm::name).c_str(), said.c_str());
+  GPU_CHECK(said.find(expected) != std::string::npos, said);
+  const std::string reason = "rank " + std::to_string(missing) + " never came";
+  gpus.abort(reason);
   for (int r = 0; r < 3; ++r) {
     std::string after;
     try {
@@ -319,7 +296,7 @@ void never_issued() {
     } catch (const weft::error& failure) {
       after = failure.what();
     }
-    GPU_CHECK(after.find("rank 2 never came") != std::string::npos, "after abort, rank " + std::to_string(r) + ": " + after);
+    GPU_CHECK(after.find(reason) != std::string::npos, "after abort, rank " + std::to_string(r) + ": " + after);
   }
 }
 
@@ -347,8 +324,9 @@ int main() {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());
     return 77;
   }
-  group("a rank that never issues its call, then abort", [] { never_issued(); });
-  group("fused: a rank that never issues its part, then abort", [] { fused_never_issued(); });
+  group("a rank that never issues its call, then abort", [] { never_issued<weft::ring>(2, "waits for rank 2 to send"); });
+  group("fused: a rank that never issues its part, then abort",
+        [] { never_issued<weft::fused>(1, "waits for rank(s) 1 to issue allreduce (algorithm fused)"); });
   group("fused in place over several shares", [] {
     for (int p : {2, 3, 5}) fused_in_place(p, (std::size_t{3} << 20) + 5);
   });
