@@ -4,14 +4,14 @@ weft-sim on a uniform fabric with those constants, side by side.
 
     python3 benchmarks/sim_calibration.py BUILD_DIR [--transports inproc,tcp] [--ranks 2,4]
 
-alpha: the 8-byte recursive-doubling allreduce's time over its log2(p) steps. beta: the 64 MiB
-ring allgather's, T = (p-1) (alpha + beta n/p). Memory: twice memcpy's rate (a copy reads and
+alpha and beta: a line through weft-bench's sendrecv times (least squares of the relative error) (every rank sends to
+the next and receives from the previous at once: one step of a ring) over the block sizes the
+ring allreduce moves, 64 KiB / p to 64 MiB / p. Memory: twice memcpy's rate (a copy reads and
 writes each byte), what a combine's traffic is timed at. The ring allreduce runs from 64 KiB to
 64 MiB with the same reduction pieces in both (WEFT_REDUCE_CHUNK_BYTES). Prints a table per
 transport and rank count: measured and predicted microseconds, and the error.
 """
 import json
-import math
 import os
 import subprocess
 import sys
@@ -37,7 +37,7 @@ def bench_rows(transport, p, collective, algorithm, low, high, env):
     with tempfile.TemporaryDirectory() as scratch:
         out = os.path.join(scratch, "bench.json")
         command = [bench, "--collective", collective, "--algorithm", algorithm, "-b", low, "-e", high, "-f", "4",
-                   "-n", "20", "-w", "5", "--json", out]
+                   "-n", "40", "-w", "5", "--json", out]
         if transport == "inproc":
             command += ["--ranks", str(p)]
         else:
@@ -61,9 +61,17 @@ worst = 0.0
 for transport in transports:
     for p in ranks_list:
         env = {"WEFT_REDUCE_CHUNK_BYTES": pieces.get(transport, "1M")}
-        alpha = bench_rows(transport, p, "allreduce", "recursive_doubling", "8", "8", env)[8] / math.log2(p)
-        allgather = bench_rows(transport, p, "allgather", "ring", "64M", "64M", env)[64 << 20]
-        beta = (allgather / (p - 1) - alpha) / ((64 << 20) / p)  # us per byte
+        steps = bench_rows(transport, p, "sendrecv", "automatic", str((64 << 10) // p), str((64 << 20) // p), env)
+        # least squares of the relative error: minimise sum ((alpha + beta x - y) / y)^2
+        sizes = sorted(steps)
+        w = [1 / steps[x] ** 2 for x in sizes]
+        sw = sum(w)
+        sx = sum(wi * x for wi, x in zip(w, sizes))
+        sy = sum(wi * steps[x] for wi, x in zip(w, sizes))
+        sxx = sum(wi * x * x for wi, x in zip(w, sizes))
+        sxy = sum(wi * x * steps[x] for wi, x in zip(w, sizes))
+        beta = (sw * sxy - sx * sy) / (sw * sxx - sx * sx)  # us per byte
+        alpha = max((sy - beta * sx) / sw, 0.1)  # us
         measured = bench_rows(transport, p, "allreduce", "ring", "64K", "64M", env)
         with tempfile.TemporaryDirectory() as scratch:
             out = os.path.join(scratch, "sim.json")
