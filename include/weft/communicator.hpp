@@ -141,13 +141,12 @@ class communicator {
   pending post_collective(detail::const_bytes in, detail::bytes out, const detail::reducer* combine)
     requires collective_transport<T>
   {
-    for (int i = 0; i < size(); ++i) {
-      if (size() != transport_->size() || transport_rank(i) != i) {
-        throw error(errc::invalid_argument,
-                    describe_rank() + ": " + std::string(algorithm_) +
-                        " runs the collective on the transport's whole world, and this communicator is a "
-                        "group of it; nothing was sent");
-      }
+    bool whole_world = size() == transport_->size();
+    for (int i = 0; i < size() && whole_world; ++i) whole_world = transport_rank(i) == i;
+    if (!whole_world) {
+      throw error(errc::invalid_argument, describe_rank() + ": " + std::string(algorithm_) +
+                                              " runs the collective on the transport's whole world, and this "
+                                              "communicator is a group of it; nothing was sent");
     }
     note_call();
     pending result;

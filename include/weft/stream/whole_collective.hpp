@@ -20,7 +20,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace weft::stream::detail {
@@ -42,6 +44,24 @@ struct whole_call {
   int released = 0;
   bool enqueued = false;
 };
+
+// Why rank `rank`'s part (kind, in and out bytes) cannot join `g`, or nothing: another kind,
+// a second part from the rank, or sizes that differ from the parts already there. `note_kind`
+// and `step` name the call the rank is in.
+inline std::optional<std::string> conflict(const whole_call& g, int rank, collective kind, std::size_t in,
+                                           std::size_t out, collective note_kind, int step) {
+  const auto first = std::find_if(g.parts.begin(), g.parts.end(), [](const auto& part) { return part.arrived; });
+  const bool sizes_differ = first != g.parts.end() && (first->in_size != in || first->out_size != out);
+  if (g.kind == kind && !g.parts[static_cast<std::size_t>(rank)].arrived && !sizes_differ) return std::nullopt;
+  std::string message = "rank " + std::to_string(rank) + ": " + std::string(to_string(kind)) + " of " +
+                        std::to_string(in) + " bytes";
+  if (first != g.parts.end()) {
+    message += ", but rank " + std::to_string(first - g.parts.begin()) + " posted " + std::string(to_string(g.kind)) +
+               " of " + std::to_string(first->in_size) + " bytes";
+  }
+  return message + " to the same call (" + std::string(to_string(note_kind)) + ", step " + std::to_string(step) +
+         "); the ranks made different calls, or with different counts";
+}
 
 // One pass of a device's share: outs[k] = ins[0] op ins[1] op ... (a copy, with one input).
 struct pass {

@@ -95,14 +95,14 @@ class world {
       for (const int reader : devices) {
         for (const int owner : devices) reaches_all_ = reaches_all_ && backend_.direct_access(reader, owner);
       }
+      std::vector<int> distinct;  // the devices, in order of their first rank
       for (std::size_t i = 0; i < devices.size(); ++i) {
-        const auto known = std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i), devices[i]);
-        if (known == devices.begin() + static_cast<std::ptrdiff_t>(i)) ranks_on_device_.emplace_back();
-        const auto index = known == devices.begin() + static_cast<std::ptrdiff_t>(i)
-                               ? ranks_on_device_.size() - 1
-                               : device_index_[static_cast<std::size_t>(known - devices.begin())];
-        device_index_.push_back(index);
-        ranks_on_device_[index].push_back(static_cast<int>(i));
+        const auto at = static_cast<std::size_t>(std::find(distinct.begin(), distinct.end(), devices[i]) - distinct.begin());
+        if (at == distinct.size()) {
+          distinct.push_back(devices[i]);
+          ranks_on_device_.emplace_back();
+        }
+        ranks_on_device_[at].push_back(static_cast<int>(i));
       }
     } catch (...) {
       destroy_streams();
@@ -181,9 +181,7 @@ class world {
     stream_type stream;
     memory_type memory;
     flag_ticket last;  // the last transfer's done flag (a word that is never written: idle)
-    std::uint32_t sent_posted = 0;      // the last transfer's posts
-    std::uint32_t received_posted = 0;
-    std::vector<std::uint32_t> whole_posted;  // a whole-collective lane's: the last one's posts
+    std::vector<std::uint32_t> posts;  // the last transfer's posts (sender, receiver; or every rank's)
   };
 
   struct rank_state {
@@ -263,7 +261,10 @@ class world {
   void enqueue_transfer(const detail::operation& sent, const detail::operation& received) {
     rank_state& from = *ranks_[static_cast<std::size_t>(sent.source)];
     rank_state& to = *ranks_[static_cast<std::size_t>(received.destination)];
-    lane& l = lane_for(sent, received, to.device);
+    const std::uint32_t posts[] = {sent.posted, received.posted};
+    lane& l = lane_after(lanes_[static_cast<std::size_t>(sent.source) * ranks_.size() +
+                                static_cast<std::size_t>(received.destination)],
+                         to.device, posts);
     if (&from != &to) {
       const flag_wait posts[] = {{from.posted.word, sent.posted}, {to.posted.word, received.posted}};
       wait_flags(l.stream, posts);
@@ -289,22 +290,23 @@ class world {
     l.last = sent.done;
   }
 
-  // The lane for a transfer of the pair (sender, receiver): the pair's first lane that is idle,
-  // or whose last transfer was posted before this one on both sides (then whatever that one
-  // waits for, this one waits for too, and queueing behind it delays nothing); else a new lane.
-  // Transfers of a pair posted in order on both sides (the usual case) share one lane.
-  lane& lane_for(const detail::operation& sent, const detail::operation& received, int device) {
-    auto& mine = lanes_[static_cast<std::size_t>(sent.source) * ranks_.size() + static_cast<std::size_t>(received.destination)];
+  // The lane for a transfer whose sides posted at `posts` (a pair's sender and receiver, or
+  // every rank of a whole collective), from `mine` (the pair's lanes, or a device's): the first
+  // that is idle, or whose last transfer was posted before this one on every side (then
+  // whatever that one waits for, this one waits for too, and queueing behind it delays
+  // nothing); else a new lane on `device`. Transfers posted in order on every side (the usual
+  // case) share one lane.
+  lane& lane_after(std::vector<std::unique_ptr<lane>>& mine, int device, std::span<const std::uint32_t> posts) {
     auto later = [](std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) > 0; };
     for (auto& l : mine) {
-      if (l->last.word == nullptr || l->last.done() || (later(sent.posted, l->sent_posted) && later(received.posted, l->received_posted))) {
-        l->sent_posted = sent.posted;
-        l->received_posted = received.posted;
+      const bool after = std::equal(posts.begin(), posts.end(), l->posts.begin(), later);
+      if (l->last.word == nullptr || l->last.done() || after) {
+        l->posts.assign(posts.begin(), posts.end());
         return *l;
       }
     }
     const stream_type s = backend_.make_stream(device);
-    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, sent.posted, received.posted, {}}));
+    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, {posts.begin(), posts.end()}}));
     return *mine.back();
   }
 
@@ -341,19 +343,10 @@ class world {
     detail::whole_call& g = **open;
     detail::whole_call::part& mine = g.parts[static_cast<std::size_t>(rank)];
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
-    const auto first = std::find_if(g.parts.begin(), g.parts.end(), [](const auto& part) { return part.arrived; });
-    if (g.kind != kind || mine.arrived ||
-        (first != g.parts.end() && (first->in_size != in.size() || first->out_size != out.size()))) {
-      std::string message = who + " of " + std::to_string(in.size()) + " bytes";
-      if (first != g.parts.end()) {
-        message += ", but rank " + std::to_string(first - g.parts.begin()) + " posted " +
-                   std::string(to_string(g.kind)) + " of " + std::to_string(first->in_size) + " bytes";
-      }
-      message += " to the same call (" + std::string(to_string(r.note.kind)) + ", step " +
-                 std::to_string(r.note.step) + "); the ranks made different calls, or with different counts";
-      aborted_ = message;
+    if (auto message = detail::conflict(g, rank, kind, in.size(), out.size(), r.note.kind, r.note.step)) {
+      aborted_ = *message;
       for (const auto& done : g.done) store_flag(done.word, done.value);  // nobody waits for ever
-      throw error(errc::mismatch, message);
+      throw error(errc::mismatch, *message);
     }
     mine = {in.data(), out.data(), in.size(), out.size(), ++r.posted.value, true};
     backend_.write_flag(r.stream, r.posted.word, mine.posted);
@@ -384,9 +377,13 @@ class world {
         flags_.give_back(done, true);
         continue;
       }
-      lane& l = whole_lane_for(d, g);
+      std::vector<std::uint32_t> posted;
       std::vector<flag_wait> posts;
-      for (std::size_t i = 0; i < p; ++i) posts.push_back({ranks_[i]->posted.word, g.parts[i].posted});
+      for (std::size_t i = 0; i < p; ++i) {
+        posted.push_back(g.parts[i].posted);
+        posts.push_back({ranks_[i]->posted.word, g.parts[i].posted});
+      }
+      lane& l = lane_after(lanes_[p * p + d], ranks_[static_cast<std::size_t>(ranks_on_device_[d].front())]->device, posted);
       wait_flags(l.stream, posts);
       for (const auto& work : passes) {
         if (combine != nullptr) {
@@ -401,26 +398,6 @@ class world {
     }
     g.enqueued = true;
     forget_finished_wholes();
-  }
-
-  // Device d's lane for whole collectives: its first that is idle or whose last collective
-  // every rank posted before this one; else a new one.
-  lane& whole_lane_for(std::size_t d, const detail::whole_call& g) {
-    auto& mine = lanes_[ranks_.size() * ranks_.size() + d];
-    auto later = [](std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) > 0; };
-    for (auto& l : mine) {
-      bool after = true;
-      for (std::size_t i = 0; i < g.parts.size(); ++i) after = after && later(g.parts[i].posted, l->whole_posted[i]);
-      if (l->last.word == nullptr || l->last.done() || after) {
-        for (std::size_t i = 0; i < g.parts.size(); ++i) l->whole_posted[i] = g.parts[i].posted;
-        return *l;
-      }
-    }
-    const int device = ranks_[static_cast<std::size_t>(ranks_on_device_[d].front())]->device;
-    const stream_type s = backend_.make_stream(device);
-    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, 0, 0, {}}));
-    for (const auto& part : g.parts) mine.back()->whole_posted.push_back(part.posted);
-    return *mine.back();
   }
 
   // Whole collectives enqueued and no longer referred to by any request.
@@ -460,15 +437,14 @@ class world {
     refuse_if_aborted(rank);
     if (op->waited) return true;
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
+    while (!r.waits.empty() && r.waits.front().done.done()) r.waits.pop_front();
     if (op->whole != nullptr) {
-      while (!r.waits.empty() && r.waits.front().done.done()) r.waits.pop_front();
       enqueue_whole_wait(r, op);
       op->waited = true;
       return true;
     }
     backend_.wait_flag(r.stream, op->done.word, op->done.value);
     op->waited = true;
-    while (!r.waits.empty() && r.waits.front().done.done()) r.waits.pop_front();
     r.waits.push_back({op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
     return true;
   }
@@ -607,7 +583,6 @@ class world {
   std::vector<std::vector<std::unique_ptr<lane>>> lanes_;
   std::vector<std::unique_ptr<detail::whole_call>> wholes_;  // whole collectives not yet forgotten
   bool reaches_all_ = true;  // every rank's device reaches every rank's memory
-  std::vector<std::size_t> device_index_;          // by rank: its device's place among the distinct ones
   std::vector<std::vector<int>> ranks_on_device_;  // by distinct device, in order of first rank
   weft::detail::operation_pool<detail::operation> pool_;
   std::optional<std::string> aborted_;
