@@ -186,11 +186,12 @@ weft::sim::fabric machine_of(const sim_settings& s) {
   return weft::sim::cluster(domains, domain, net);
 }
 
-// One call of the collective on this rank, `bytes` per rank's buffer (a block, for the
-// gathering and scattering ones, as weft-bench counts them); returns the algorithm that ran.
-std::string call(weft::communicator<weft::sim::transport>& comm, const std::string& collective, std::size_t bytes) {
-  const std::size_t count = bytes / sizeof(float);
-  const auto P = static_cast<std::size_t>(comm.size());
+// One call of the collective on this rank on `count` floats in its largest buffer (weft-bench's
+// size: allreduce and broadcast the buffer, allgather the whole output, reduce_scatter the whole
+// input, alltoall one rank's input; a multiple of the ranks for the last three); returns the
+// algorithm that ran.
+std::string call(weft::communicator<weft::sim::transport>& comm, const std::string& collective, std::size_t count) {
+  const std::size_t block = count / static_cast<std::size_t>(comm.size());
   if (collective == "allreduce") {
     weft::sim::phantom<float> data(count);
     return std::string(weft::allreduce(comm, data.span(), weft::sum{}).algorithm);
@@ -200,14 +201,14 @@ std::string call(weft::communicator<weft::sim::transport>& comm, const std::stri
     return std::string(weft::broadcast(comm, data.span(), 0).algorithm);
   }
   if (collective == "allgather") {
-    weft::sim::phantom<float> mine(count), all(count * P);
+    weft::sim::phantom<float> mine(block), all(count);
     return std::string(weft::allgather(comm, std::span<const float>(mine.span()), all.span()).algorithm);
   }
   if (collective == "reduce_scatter") {
-    weft::sim::phantom<float> all(count * P), mine(count);
+    weft::sim::phantom<float> all(count), mine(block);
     return std::string(weft::reduce_scatter(comm, std::span<const float>(all.span()), mine.span(), weft::sum{}).algorithm);
   }
-  weft::sim::phantom<float> in(count * P), out(count * P);
+  weft::sim::phantom<float> in(count), out(count);
   return std::string(weft::alltoall(comm, std::span<const float>(in.span()), out.span()).algorithm);
 }
 
@@ -258,7 +259,15 @@ int main(int argc, char** argv) {
   const std::size_t total = sizes.size() * s.algorithms.size();
   std::size_t runs = 0;
   int status = 0;
-  for (const std::size_t bytes : sizes) {
+  for (const std::size_t asked : sizes) {
+    std::size_t count = asked / sizeof(float);
+    if (weft_bench::blocked(s.collective)) count = count / static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
+    const std::size_t bytes = count * sizeof(float);
+    if (count == 0) {
+      std::printf("%12zu  %-30s skipped: under one float a rank\n", asked, s.collective.c_str());
+      runs += s.algorithms.size();
+      continue;
+    }
     for (const auto& algorithm : s.algorithms) {
       if (algorithm == "automatic") {
         unsetenv("WEFT_ALGO");
@@ -271,7 +280,7 @@ int main(int argc, char** argv) {
         const auto measured = weft::sim::run(
             machine,
             [&](weft::communicator<weft::sim::transport>& comm) {
-              const std::string ran = call(comm, s.collective, bytes);
+              const std::string ran = call(comm, s.collective, count);
               if (comm.rank() == 0) chosen = ran;
             },
             weft::sim::payload::phantom);
@@ -305,8 +314,10 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<weft_sim::picture_run> pictures;
+  std::size_t largest = 0;
+  for (const row& r : rows) largest = std::max(largest, r.bytes);
   for (const row& r : rows) {
-    if (r.bytes != sizes.back()) continue;
+    if (r.bytes != largest) continue;
     const std::string name = r.algorithm == "automatic" ? "automatic: " + r.chosen : r.algorithm;
     pictures.push_back({name + ", " + weft_sim::bytes_label(static_cast<double>(r.bytes)), p, r.measured.traffic,
                         r.measured.scale_up_bytes, r.measured.scale_out_bytes, machine.nodes()});

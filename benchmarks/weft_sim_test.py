@@ -73,6 +73,18 @@ with tempfile.TemporaryDirectory() as scratch:
                  "--oversubscription", "2", "--collective", "alltoall", "-b", "1M", "-e", "1M")
     expect(result.returncode == 0 and "3-tier scale-out 2:1" in result.stdout, "HGX under three tiers at 2:1", result)
 
+    # Sizes as weft-bench counts them: an allgather's whole output, a reduce_scatter's whole input,
+    # rounded down to a multiple of the ranks; busbw then approaches the port's 50 GB/s.
+    sized = os.path.join(scratch, "sized.json")
+    for collective in ("allgather", "reduce_scatter"):
+        result = run("--fabric", "uniform", "--ranks", "3", "--gbps", "400", "--latency-us", "1", "--collective",
+                     collective, "-b", "64M", "-e", "64M", "--algorithm", "ring", "--json", sized)
+        rows = json.load(open(sized))["rows"] if result.returncode == 0 else []
+        size = (64 << 20) // 4 // 3 * 3 * 4
+        expect(len(rows) == 1 and rows[0]["bytes"] == size and 0.95 * 50 < rows[0]["busbw_gbs"] <= 50,
+               f"{collective}: the size is the largest buffer ({size} B) and busbw near the port's 50 GB/s "
+               f"({rows[0]['busbw_gbs'] if rows else None})", result)
+
     for bad, why in ((["--tiers", "4"], "1, 2 or 3"), (["--fabric", "torus"], "not hgx, nvl72, ualink or uniform"),
                      (["--fabric", "ualink", "--accelerators", "2000"], "at most 1024"),
                      (["--oversubscription", "0.5"], "--oversubscription wants a number >= 1"),
