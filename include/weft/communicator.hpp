@@ -256,7 +256,7 @@ class communicator {
   // options::reduce_chunk_bytes, else the transport's measured size, else options::chunk_bytes.
   std::size_t reduce_chunk_bytes(std::size_t element_size) const {
     std::size_t bytes = settings_.reduce_chunk_bytes;
-    if (bytes == 0) bytes = tuning::constants_of<T>().reduce_chunk_bytes;
+    if (bytes == 0) bytes = tuning::rows_of(*transport_).second.reduce_chunk_bytes;
     if (bytes == 0) bytes = settings_.chunk_bytes;
     const std::size_t elements = std::max<std::size_t>(1, bytes / element_size);
     return elements * element_size;
@@ -271,7 +271,7 @@ class communicator {
   // Blocks of at least this many bytes wait for their receiver's word (options::handshake_bytes,
   // else the transport's measured size); 0: none do.
   std::size_t handshake_bytes() const {
-    return settings_.handshake_bytes.value_or(tuning::constants_of<T>().handshake_bytes);
+    return settings_.handshake_bytes.value_or(tuning::rows_of(*transport_).second.handshake_bytes);
   }
 
   // The piece size the cost model charges a pipelined `kind` with.

@@ -11,8 +11,10 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <string_view>
+#include <utility>
 
 namespace weft::tuning {
 
@@ -112,6 +114,19 @@ template <class Transport>
 constexpr const link_constants& local_constants_of() {
   if constexpr (requires { Transport::local_tuning_key; }) return constants_for(Transport::local_tuning_key);
   else return constants_of<Transport>();
+}
+
+// The rows a transport object costs with, node-local first: what it knows of its links at run
+// time (t.cost_constants(): the simulator's fabric), else its compile-time rows.
+template <class Transport>
+std::pair<link_constants, link_constants> rows_of(const Transport& t) {
+  if constexpr (requires {
+                  { t.cost_constants() } -> std::same_as<std::pair<link_constants, link_constants>>;
+                }) {
+    return t.cost_constants();
+  } else {
+    return {local_constants_of<Transport>(), constants_of<Transport>()};
+  }
 }
 
 constexpr double estimate_us(const cost& c, const link_constants& k) {

@@ -22,7 +22,6 @@
 #include <limits>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <utility>
 
 namespace weft {
@@ -92,16 +91,9 @@ report run_with(Comm& comm, const Call& call) {
 template <class Comm, class Call, class... Algorithms>
 report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>) {
   const std::string_view wanted = tuning::algorithm_override(Call::kind);
-  using transport_type = typename Comm::transport_type;
-  tuning::link_constants constants = tuning::constants_of<transport_type>();
-  tuning::link_constants local = tuning::local_constants_of<transport_type>();
-  // A transport that knows its links at run time (the simulator: its fabric's) gives its own
-  // rows, the node-local one first.
-  if constexpr (requires(const transport_type& t) {
-                  { t.cost_constants() } -> std::same_as<std::pair<tuning::link_constants, tuning::link_constants>>;
-                }) {
-    std::tie(local, constants) = comm.underlying_transport().cost_constants();
-  }
+  const auto rows = tuning::rows_of(comm.underlying_transport());
+  const tuning::link_constants& local = rows.first;
+  const tuning::link_constants& constants = rows.second;
   int chosen = -1;
   int index = 0;
   double best = std::numeric_limits<double>::infinity();

@@ -361,12 +361,9 @@ class world {
   // Reserves the route's links from the send's post on; sets its end and arrival.
   void start_transfer(detail::operation& send) {
     fabric_.route(send.source, send.destination, route_);
-    double start = send.posted_at, latency = 0, slowest = detail::never;
-    for (const int l : route_) {
-      start = std::max(start, link_free_[static_cast<std::size_t>(l)]);
-      latency += fabric_.links()[static_cast<std::size_t>(l)].latency_s;
-      slowest = std::min(slowest, fabric_.links()[static_cast<std::size_t>(l)].bytes_per_s);
-    }
+    double start = send.posted_at;
+    for (const int l : route_) start = std::max(start, link_free_[static_cast<std::size_t>(l)]);
+    const auto [latency, slowest] = speed_of(route_);
     const double transfer = route_.empty() || send.size == 0 ? 0.0 : static_cast<double>(send.size) / slowest;
     bool leaves_scale_up = false;
     for (const int l : route_) {
@@ -443,6 +440,15 @@ class world {
     const double rate = fabric_.memory_bytes_per_s();
     return rate > 0 ? bytes / rate : 0.0;
   }
+  // A route's summed latency (seconds) and its slowest link's bandwidth (bytes per second).
+  std::pair<double, double> speed_of(const std::vector<int>& route) const {
+    double latency = 0, slowest = detail::never;
+    for (const int l : route) {
+      latency += fabric_.links()[static_cast<std::size_t>(l)].latency_s;
+      slowest = std::min(slowest, fabric_.links()[static_cast<std::size_t>(l)].bytes_per_s);
+    }
+    return {latency, slowest};
+  }
   // The cost model's row for a message from rank 0 to `to`: its route's latency and slowest
   // link; a combine's three bytes of memory traffic for each byte reduced.
   tuning::link_constants constants_of_route(int to) const {
@@ -450,11 +456,7 @@ class world {
     if (to < 0) return row;
     std::vector<int> route;
     fabric_.route(0, to, route);
-    double latency = 0, slowest = detail::never;
-    for (const int l : route) {
-      latency += fabric_.links()[static_cast<std::size_t>(l)].latency_s;
-      slowest = std::min(slowest, fabric_.links()[static_cast<std::size_t>(l)].bytes_per_s);
-    }
+    const auto [latency, slowest] = speed_of(route);
     row.alpha_us = latency * 1e6;
     row.beta_us_per_byte = route.empty() ? 0 : 1e6 / slowest;
     row.gamma_us_per_byte = memory_seconds(3.0) * 1e6;
