@@ -7,13 +7,14 @@
 #include <weft/transport/inproc.hpp>
 #include <weft/weft.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <vector>
 
 int main() {
   constexpr int tensor_parallel = 4;
   constexpr int pipeline_parallel = 2;
-  bool correct = true;
+  std::atomic<bool> correct = true;  // every rank's thread writes it
   weft::inproc::run(tensor_parallel * pipeline_parallel, [&](weft::communicator<weft::inproc::transport>& world) {
     const int stage = world.rank() / tensor_parallel;
     const int shard = world.rank() % tensor_parallel;
@@ -22,14 +23,14 @@ int main() {
 
     std::vector<float> activations(1024, static_cast<float>(shard + 1));  // partial sums
     weft::allreduce(tensor, std::span<float>(activations), weft::sum{});  // 1+2+3+4 = 10
-    correct = correct && activations[0] == 10.0f;
+    if (activations[0] != 10.0f) correct = false;
 
     if (stage == 0) {
       weft::send(pipeline, std::span<const float>(activations), /*peer=*/1, /*tag=*/0);
     } else {
       std::vector<float> incoming(1024);
       weft::recv(pipeline, std::span<float>(incoming), /*peer=*/0, /*tag=*/0);
-      correct = correct && incoming[1023] == 10.0f;
+      if (incoming[1023] != 10.0f) correct = false;
     }
     if (world.rank() == 0) {
       std::printf("world rank %d: stage %d, tensor rank %d of %d, pipeline rank %d of %d\n", world.rank(),
