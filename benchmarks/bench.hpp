@@ -278,11 +278,7 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
                                   " is not a rank of " + std::to_string(p));
     }
     if (rank == 0) print_columns(collective);
-    auto count_of = [&](std::size_t bytes) {
-      std::size_t count = bytes / element_size;
-      if (blocked(collective)) count = count / static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
-      return count;
-    };
+    auto count_of = [&](std::size_t bytes) { return element_count(collective, bytes, element_size, p); };
     settings warm_up = options;
     warm_up.iterations = 1;
     warm_up.check = false;

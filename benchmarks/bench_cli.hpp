@@ -11,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -190,6 +191,14 @@ inline bool rooted(const std::string& collective) {
 inline bool blocked(const std::string& collective) {
   return collective == "allgather" || collective == "reduce_scatter" ||
          collective == "alltoall" || collective == "gather" || collective == "scatter";
+}
+// The elements of a call of `size_bytes` (its largest buffer): whole elements, and for a blocked
+// collective a multiple of the ranks.
+inline std::size_t element_count(const std::string& collective, std::size_t size_bytes, std::size_t element_size,
+                                 int ranks) {
+  std::size_t count = size_bytes / element_size;
+  if (blocked(collective)) count = count / static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks);
+  return count;
 }
 inline bool has_out_of_place(const std::string& collective) { return collective != "broadcast"; }
 inline bool has_in_place(const std::string& collective) {

@@ -260,8 +260,7 @@ int main(int argc, char** argv) {
   std::size_t runs = 0;
   int status = 0;
   for (const std::size_t asked : sizes) {
-    std::size_t count = asked / sizeof(float);
-    if (weft_bench::blocked(s.collective)) count = count / static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
+    const std::size_t count = weft_bench::element_count(s.collective, asked, sizeof(float), p);
     const std::size_t bytes = count * sizeof(float);
     if (count == 0) {
       std::printf("%12zu  %-30s skipped: under one float a rank\n", asked, s.collective.c_str());
