@@ -16,10 +16,10 @@ rank count:
            64 KiB / p to 64 MiB / p blocks, least squares of the relative error, crosses zero
            at skew + alpha; one through the ring allgather's (p - 1 such steps) at
            skew + (p - 1) alpha. With 2 ranks both are one step: the skew counts as latency.
-  beta(N)  the ring allgather of N bytes (p - 1 steps of N / p, no reduction: the second half
-           of the ring allreduce): (time - skew - (p - 1) alpha) / ((p - 1) N / p). Where
-           those bytes take less time than the latency the difference is noise, and the
-           sendrecv line's beta is used.
+  beta(N)  the link bandwidth at which weft-sim's ring allgather of N bytes (p - 1 steps of
+           N / p, no reduction: the second half of the ring allreduce) takes what weft-bench
+           measured for it, less the skew (bisection through weft-sim). Where even free bytes
+           would take longer (the call is all latency), the sendrecv line's beta.
   mem(N)   what a combine's traffic is timed at: one rank copying p N bytes (weft-bench's
            allreduce on 1 rank, out of place; the p ranks' working set), 2 p N bytes over
            the time.
@@ -138,9 +138,8 @@ for transport in transports:
         one_step, line_beta = relative_line(step, blocks)
         skew = 0.0
         if p > 2:
-            steps_p1, _ = relative_line(gather, blocks)
-            alpha = max((steps_p1 - one_step) / (p - 2), 0.1)
-            skew = max(one_step - alpha, 0.0)
+            p_minus_1_steps, _ = relative_line(gather, blocks)
+            skew = max(one_step - max((p_minus_1_steps - one_step) / (p - 2), 0.1), 0.0)
         alpha = one_step - skew
         print(f"\n# {transport}, {p} ranks: alpha {alpha:.1f} us, skew {skew:.1f} us; pieces "
               f"{env['WEFT_REDUCE_CHUNK_BYTES']}; medians of {rounds} rounds")
