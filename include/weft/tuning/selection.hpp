@@ -17,12 +17,10 @@
 #include "weft/tuning/cost_model.hpp"
 
 #include <algorithm>
-#include <concepts>
 #include <cstdlib>
 #include <limits>
 #include <string>
 #include <string_view>
-#include <utility>
 
 namespace weft {
 
