@@ -14,6 +14,7 @@
 
 #include "weft/call.hpp"
 #include "weft/detail/bytes.hpp"
+#include "weft/detail/in_flight.hpp"
 #include "weft/error.hpp"
 #include "weft/hosts.hpp"
 #include "weft/options.hpp"
@@ -87,7 +88,10 @@ class communicator {
     }
     return *this;
   }
-  ~communicator() { release_scratch(); }
+  ~communicator() {
+    in_flight_.reset();  // cancels the calls still in flight: they use this communicator's transport
+    release_scratch();
+  }
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(ranks_.size()); }
@@ -162,7 +166,8 @@ class communicator {
   void wait(pending& operation) {
     if (!operation.active()) return;
     const bool done = ask_transport(operation, [&](request_type& request) {
-      return transport_->wait(request, deadline_clock::now() + settings_.timeout);
+      const auto deadline = deadline_clock::now() + settings_.timeout;
+      return lane_ == nullptr ? transport_->wait(request, deadline) : wait_in_lane(request, deadline);
     });
     if (!done) {
       tell_others(operation.peer_, "rank " + std::to_string(rank_) + " timed out waiting for rank " +
@@ -311,6 +316,7 @@ class communicator {
                       "nothing was sent");
     }
     call_scope scope(in_call_);
+    complete_calls_in_flight();
     refuse_if_broken(to_string(kind));
     ++sequence_;
     collective_ = kind;
@@ -325,8 +331,9 @@ class communicator {
   }
 
   // Point-to-point messages with a user tag (0 <= tag < 2^31) share no tags with collectives.
+  // A call in flight sends them in its communicator's tag space, so they match blocking ones.
   tag_t user_tag(int tag) const {
-    return (tag_t{context_} << 32) | (tag_t{1} << 31) | static_cast<tag_t>(tag);
+    return (tag_t{user_context_.value_or(context_)} << 32) | (tag_t{1} << 31) | static_cast<tag_t>(tag);
   }
   pending send_user(int peer, detail::const_bytes data, int tag) {
     return post_send(peer, data, user_tag(tag));
@@ -343,6 +350,33 @@ class communicator {
     exchange(mine, all, each);
   }
 
+  // ---- what nonblocking calls use (weft/nonblocking.hpp) ------------------------------------
+
+  // Makes this communicator the one a call in flight of `parent` runs on: the parent's transport,
+  // ranks, options and host layout; a tag space of its own (`context`); its own scratch and
+  // requests (kept from call to call); and waits that give way to the other calls (`lane`).
+  void become_lane(const communicator& parent, std::uint32_t context, detail::lane_yield* lane) {
+    transport_ = parent.transport_;
+    settings_ = parent.settings_;
+    if (context != context_) groups_.clear();  // their tag spaces came from the old context
+    context_ = context;
+    ranks_ = parent.ranks_;
+    rank_ = parent.rank_;
+    hosts_ = parent.hosts_;
+    sequence_ = 0;
+    lane_ = lane;
+    user_context_ = parent.user_context_.value_or(parent.context_);
+    broken_ = parent.broken_;
+    broken_code_ = parent.broken_code_;
+    broken_message_ = parent.broken_message_;
+  }
+
+  // The tag space of the next call issued in flight: every rank issues them in the same order.
+  std::uint32_t next_lane_context() { return mix_context(0x6c616e65u ^ (++issued_ << 8)); }
+
+  detail::calls_in_flight* calls_in_flight() const { return in_flight_.get(); }
+  void keep_calls_in_flight(std::unique_ptr<detail::calls_in_flight> calls) { in_flight_ = std::move(calls); }
+
   // ---- derived communicators -----------------------------------------------------------------
 
   // Collective over this communicator: ranks with the same color form a new communicator,
@@ -352,6 +386,7 @@ class communicator {
   // A communicator with the same ranks and its own tag space. Every rank must call dup in the
   // same order; no message is exchanged.
   communicator dup() {
+    complete_calls_in_flight();
     refuse_if_broken("dup");
     communicator child(*transport_, settings_, derive_context(0xffffffffu));
     child.ranks_ = ranks_;
@@ -495,6 +530,29 @@ class communicator {
     }
   }
 
+  // A wait inside a call in flight: polls, giving way to the other calls in between, and blocks
+  // on its own request only for as long as the lanes allow.
+  bool wait_in_lane(request_type& request, deadline_clock::time_point deadline) {
+    for (bool advanced = true;; advanced = false) {
+      if (transport_->test(request)) return true;
+      if (deadline_clock::now() >= deadline) return false;
+      const auto until = lane_->suspend(advanced);
+      if (until > deadline_clock::now() && transport_->wait(request, std::min(until, deadline))) return true;
+    }
+  }
+
+  // Before a blocking call, split or dup: the calls in flight complete, and a failure of theirs
+  // fails this communicator.
+  void complete_calls_in_flight() {
+    if (in_flight_ == nullptr || broken_) return;
+    in_flight_->drain();
+    if (const error* failed = in_flight_->failure()) {
+      broken_ = true;
+      broken_code_ = failed->code();
+      broken_message_ = strip_prefix(failed->what());
+    }
+  }
+
   // Runs the transport's wait or test on `operation`; a transport error fails the communicator
   // (and tells the other ranks) with this call's context added.
   template <class Ask>
@@ -582,6 +640,10 @@ class communicator {
     swap(broken_message_, other.broken_message_);
     swap(hosts_, other.hosts_);
     swap(groups_, other.groups_);
+    swap(lane_, other.lane_);
+    swap(user_context_, other.user_context_);
+    swap(issued_, other.issued_);
+    swap(in_flight_, other.in_flight_);
   }
 
   T* transport_ = nullptr;
@@ -605,6 +667,10 @@ class communicator {
   std::string broken_message_;
   std::shared_ptr<const host_layout> hosts_;  // null until known
   std::vector<std::pair<std::vector<int>, std::unique_ptr<communicator>>> groups_;  // group()
+  detail::lane_yield* lane_ = nullptr;  // set when this communicator runs a call in flight
+  std::uint32_t issued_ = 0;            // calls issued in flight so far
+  std::optional<std::uint32_t> user_context_;  // a lane's: its parent's, for user tags
+  std::unique_ptr<detail::calls_in_flight> in_flight_;  // null until the first is issued
 };
 
 }  // namespace weft

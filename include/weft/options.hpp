@@ -30,9 +30,14 @@ struct options {
   std::optional<std::size_t> handshake_bytes;
   // Before each collective, ranks compare what they were asked to do (errc::mismatch).
   bool check = false;
+  // Calls in flight (weft/nonblocking.hpp) are moved forward by a thread of the communicator's
+  // own, not only inside test() and wait(): for callers that compute without calling into weft
+  // over transports that move data only when called (tcp, ofi, shm, inproc).
+  bool progress_thread = false;
 
   // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
-  // WEFT_HANDSHAKE_BYTES and WEFT_CHECK (docs/tuning.md); a value that cannot be read is refused.
+  // WEFT_HANDSHAKE_BYTES, WEFT_CHECK and WEFT_PROGRESS_THREAD (docs/tuning.md); a value that
+  // cannot be read is refused.
   static options from_environment() {
     namespace env = detail::env;
     options result;
@@ -44,6 +49,7 @@ struct options {
     if (const auto value = env::bytes("WEFT_HANDSHAKE_BYTES", SIZE_MAX))
       result.handshake_bytes = static_cast<std::size_t>(*value);
     if (const auto value = env::flag("WEFT_CHECK")) result.check = *value;
+    if (const auto value = env::flag("WEFT_PROGRESS_THREAD")) result.progress_thread = *value;
     return result;
   }
   // The largest piece size the environment may ask for (1 TiB).

@@ -380,7 +380,8 @@ def scenario_failures(ranks_program):
     # 4 ranks started by hand, the communicator's timeout at its default (5 minutes), rank 2
     # killed mid-allreduce, mid-alltoall and mid-broadcast: every survivor fails naming rank 2
     # within 10 s, whether it talks to rank 2 or not.
-    for collective in ("allreduce", "alltoall", "broadcast"):
+    # And while 4 calls are in flight at once: every survivor's wait throws.
+    for collective in ("allreduce", "alltoall", "broadcast", "inflight"):
         failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, bound=10000, expect="rank 2",
                     collective=collective)
     failure_run(ranks_program, "close", 4, 1)

@@ -6,7 +6,8 @@
 //
 //   slice            a slice of the collective matrix; prints "slice ok" or the failures
 //   kill V [C]       rank V kills itself (SIGKILL) in the middle of a stream of collectives C
-//                    (allreduce, the default; alltoall; broadcast); the others must get
+//                    (allreduce, the default; alltoall; broadcast; inflight: 4 calls in flight
+//                    at once, waited for in order); the others must get
 //                    peer_lost naming V, be refused on their next call, and build a new world
 //                    without V over the same store
 //   close V          rank V closes its transport mid-job and stays alive; the others as above
@@ -28,7 +29,10 @@
 
 #include "../collective_cases.hpp"
 
+#include <weft/nonblocking.hpp>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <sys/types.h>
@@ -74,6 +78,14 @@ void stream_call(Comm& comm, std::vector<float>& data, const std::string& collec
     weft::alltoall(comm, std::span<const float>(data), std::span<float>(out));
   } else if (collective == "broadcast") {
     weft::broadcast(comm, std::span<float>(data), 0);
+  } else if (collective == "inflight") {
+    // 4 calls in flight at once (allreduce, broadcast, alltoall, allreduce), waited for in order
+    std::vector<float> broadcast_data(data), alltoall_in(data), alltoall_out(data.size()), second(data);
+    std::array requests{weft::iallreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{}),
+                        weft::ibroadcast(comm, std::span<float>(broadcast_data), 0),
+                        weft::ialltoall(comm, std::span<const float>(alltoall_in), std::span<float>(alltoall_out)),
+                        weft::iallreduce(comm, std::span<float>(second), weft::sum{})};
+    for (auto& request : requests) request.wait();
   } else {
     weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
   }

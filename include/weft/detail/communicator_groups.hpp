@@ -81,6 +81,7 @@ communicator<T>& communicator<T>::group(std::span<const int> members) {
   auto settings = made->settings();
   settings.check = false;
   made->set_settings(settings);
+  made->lane_ = lane_;  // a phase of a call in flight gives way like the call
   groups_.emplace_back(std::vector<int>(members.begin(), members.end()), std::move(made));
   return *groups_.back().second;
 }
