@@ -45,6 +45,7 @@ struct report {
   std::string_view algorithm;
   int steps = 0;                // communication steps this rank took part in
   std::uint64_t bytes_sent = 0; // bytes this rank handed to the transport
+  int calls = 1;                // calls it ran: more than one where weft::group fused them
 };
 
 // What a rank was asked to do, compared across ranks in check mode.

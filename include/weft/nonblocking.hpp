@@ -23,6 +23,7 @@
 
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
+#include "weft/detail/fusion.hpp"
 #include "weft/detail/lanes.hpp"
 #include "weft/ops.hpp"
 #include "weft/transport.hpp"
@@ -36,10 +37,6 @@
 
 namespace weft {
 
-namespace detail {
-struct request_access;
-}
-
 // A call in flight. Dropping the handle leaves the call in flight: it still completes (in order)
 // and its failure still fails the communicator.
 template <transport Transport>
@@ -48,6 +45,8 @@ class request {
   using communicator_type = communicator<Transport>;
 
   request() = default;
+  // The handle of a call the lanes have (weft::start and the i-calls make them).
+  explicit request(std::shared_ptr<detail::call_outcome<communicator_type>> outcome) : outcome_(std::move(outcome)) {}
 
   bool valid() const { return outcome_ != nullptr; }
 
@@ -86,11 +85,6 @@ class request {
   bool fused() const { return outcome_->fused; }
 
  private:
-  template <transport T, class Work>
-  friend request<T> start(communicator<T>& comm, std::string_view name, Work work);
-  friend struct detail::request_access;
-
-  explicit request(std::shared_ptr<detail::call_outcome<communicator_type>> outcome) : outcome_(std::move(outcome)) {}
 
   void throw_failure() const {
     if (outcome_->failure) std::rethrow_exception(outcome_->failure);
@@ -130,10 +124,15 @@ request<Transport> iallreduce(communicator<Transport>& comm, std::type_identity_
   });
 }
 
+// In place; inside a weft::group, fused with others of its element type, op and algorithm.
 template <transport Transport, element T, class Op = sum, class Algorithm = automatic>
 request<Transport> iallreduce(communicator<Transport>& comm, std::span<T> data, Op op = {},
                               Algorithm algorithm = {}) {
-  return iallreduce<Transport, T, Op, Algorithm>(comm, std::span<const T>(data), data, op, algorithm);
+  auto work = [=](communicator<Transport>& lane) {
+    return allreduce<Transport, T, Op, Algorithm>(lane, std::span<const T>(data), data, op, algorithm);
+  };
+  return request<Transport>(detail::lanes_of(comm).issue(comm, "allreduce", std::move(work),
+                                                         detail::offer_fusion<Transport, T, Op, Algorithm>(data)));
 }
 
 template <transport Transport, element T, class Op = sum, class Algorithm = automatic>

@@ -34,10 +34,12 @@ struct options {
   // own, not only inside test() and wait(): for callers that compute without calling into weft
   // over transports that move data only when called (tcp, ofi, shm, inproc).
   bool progress_thread = false;
+  // weft::group fuses in-place allreduces of at most this many bytes each; 0: none.
+  std::size_t fuse_bytes = std::size_t{1} << 20;
 
   // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
-  // WEFT_HANDSHAKE_BYTES, WEFT_CHECK and WEFT_PROGRESS_THREAD (docs/tuning.md); a value that
-  // cannot be read is refused.
+  // WEFT_HANDSHAKE_BYTES, WEFT_CHECK, WEFT_PROGRESS_THREAD and WEFT_FUSE_BYTES (docs/tuning.md);
+  // a value that cannot be read is refused.
   static options from_environment() {
     namespace env = detail::env;
     options result;
@@ -50,6 +52,8 @@ struct options {
       result.handshake_bytes = static_cast<std::size_t>(*value);
     if (const auto value = env::flag("WEFT_CHECK")) result.check = *value;
     if (const auto value = env::flag("WEFT_PROGRESS_THREAD")) result.progress_thread = *value;
+    if (const auto value = env::bytes("WEFT_FUSE_BYTES", largest_piece))
+      result.fuse_bytes = static_cast<std::size_t>(*value);
     return result;
   }
   // The largest piece size the environment may ask for (1 TiB).

@@ -4,11 +4,13 @@
 // point-to-point in flight matching blocking calls, and the progress thread.
 #include "matrix_cases.hpp"
 
+#include <weft/group.hpp>
 #include <weft/nonblocking.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <deque>
 #include <numeric>
@@ -86,8 +88,10 @@ TEST_CASE("calls of different collectives in flight complete in the order issued
     // Waiting for the last completes the ones before it: their test() is true without moving anything.
     const weft::report last = requests[2].wait();
     RANK_CHECK(last.collective == "alltoall");
-    RANK_CHECK(requests[0].test());
-    RANK_CHECK(requests[1].test());
+    const bool first_done = requests[0].test();
+    const bool second_done = requests[1].test();
+    RANK_CHECK(first_done);
+    RANK_CHECK(second_done);
     RANK_CHECK(requests[0].result().collective == "allreduce");
     RANK_CHECK(requests[0].result().algorithm == "ring");
     RANK_CHECK(requests[1].result().collective == "broadcast");
@@ -111,14 +115,16 @@ TEST_CASE("a blocking call completes the calls in flight first; a dropped handle
     auto broadcast = weft::ibroadcast(comm, std::span<float>(kept), 3);
     std::vector<int> mine(1, comm.rank()), all(4);
     weft::allgather(comm, std::span<const int>(mine), std::span<int>(all));
-    RANK_CHECK(broadcast.test());  // the blocking allgather completed it
+    const bool broadcast_done = broadcast.test();
+    RANK_CHECK(broadcast_done);  // the blocking allgather completed it
     RANK_CHECK((data.front() == 4.0f && data.back() == 4.0f));
     RANK_CHECK((kept.front() == 3.0f && kept.back() == 3.0f));
     RANK_CHECK(all == std::vector<int>({0, 1, 2, 3}));
     // split and dup also start after the calls in flight.
     auto again = weft::iallreduce(comm, std::span<float>(data), weft::sum{});
     auto pair = comm.split(comm.rank() / 2, comm.rank());
-    RANK_CHECK(again.test());
+    const bool again_done = again.test();
+    RANK_CHECK(again_done);
     RANK_CHECK(data.front() == 16.0f);
     RANK_CHECK(pair.size() == 2);
   });
@@ -201,7 +207,8 @@ TEST_CASE("point-to-point in flight matches blocking calls, in the order posted"
       auto second = weft::isend(comm, std::span<int>(b), 1, 5);
       weft::send(comm, std::span<int>(a), 1, 6);
       second.wait();
-      RANK_CHECK(first.test());
+      const bool first_done = first.test();
+      RANK_CHECK(first_done);
     } else {
       weft::recv(comm, std::span<int>(a), 0, 5);
       auto later = weft::irecv(comm, std::span<int>(b), 0, 5);
@@ -223,8 +230,10 @@ TEST_CASE("wait with a deadline returns false while a peer is late and the call 
     if (comm.rank() == 1) std::this_thread::sleep_for(400ms);
     auto call = weft::iallreduce(comm, std::span<float>(data), weft::sum{});
     if (comm.rank() == 0) {
-      RANK_CHECK(!call.wait_for(50ms));
-      RANK_CHECK(!call.test());
+      const bool early = call.wait_for(50ms);
+      const bool tested = call.test();
+      RANK_CHECK(!early);
+      RANK_CHECK(!tested);
     }
     call.wait();
     RANK_CHECK(data.front() == 4.0f);
@@ -250,8 +259,149 @@ TEST_CASE("with a progress thread calls complete while the caller computes witho
           done = calls.back().test();  // with the thread, test() only reads the state
         }
         RANK_CHECK(done);
-        for (auto& call : calls) RANK_CHECK(call.wait().collective == "allreduce");
+        for (auto& call : calls) {
+          const weft::report done_call = call.wait();
+          RANK_CHECK(done_call.collective == "allreduce");
+        }
         for (auto& buffer : buffers) RANK_CHECK((buffer.front() == 4.0f && buffer.back() == 4.0f));
+      },
+      settings);
+}
+
+// ---- groups ------------------------------------------------------------------------------------
+
+namespace {
+
+// Values whose float sums depend on the order they are added in.
+template <class T>
+std::vector<T> awkward(int rank, std::size_t count, std::size_t salt) {
+  std::vector<T> result(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const double x = std::sin(static_cast<double>(rank * 7919 + i * 104729 + salt)) * 1e3 +
+                     1.0 / static_cast<double>(i + 3);
+    if constexpr (std::is_integral_v<T>) {
+      result[i] = static_cast<T>(static_cast<long long>(x * 1000) % 100000);
+    } else {
+      result[i] = static_cast<T>(x);
+    }
+  }
+  return result;
+}
+
+// Allreduces of `sizes` issued in one group and, on copies, one by one: bits must agree; returns
+// how many handles said they were fused.
+template <class T, class Op, class Algorithm>
+int grouped_against_separate(comm_t& comm, const std::vector<std::size_t>& sizes, failures& sink) {
+  std::vector<std::vector<T>> grouped, separate;
+  for (std::size_t k = 0; k < sizes.size(); ++k) grouped.push_back(awkward<T>(comm.rank(), sizes[k], k));
+  separate = grouped;
+  std::vector<request_t> handles;
+  {
+    weft::group together(comm);
+    for (auto& data : grouped) handles.push_back(weft::iallreduce(comm, std::span<T>(data), Op{}, Algorithm{}));
+  }
+  for (auto& data : separate) weft::allreduce(comm, std::span<T>(data), Op{}, Algorithm{});
+  int fused = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const weft::report done = handles[k].wait();
+    if (handles[k].fused()) {
+      ++fused;
+      if (done.calls < 2) sink.add("a fused handle reports " + std::to_string(done.calls) + " calls");
+    }
+    check_bits<T>(sink, "grouped allreduce " + std::string(Algorithm::name) + " " +
+                            std::string(weft::detail::type_name<T>()) + " size " + std::to_string(sizes[k]),
+                  comm.rank(), grouped[k], separate[k]);
+  }
+  return fused;
+}
+
+}  // namespace
+
+TEST_CASE("allreduces fused by a group give the bits separate calls give", "[nonblocking][group]") {
+  const int p = GENERATE(1, 2, 3, 5, 8);
+  failures sink;
+  weft::inproc::run(p, [&](comm_t& comm) {
+    const std::vector<std::size_t> sizes = {1, 7, 100, 1000, 3, 4096, 0, 555};
+    // Kept bits whatever the order: integers fuse under every algorithm.
+    {
+      const int fused = grouped_against_separate<std::int32_t, weft::sum, weft::ring>(comm, sizes, sink);
+      RANK_CHECK(fused == 7);
+    }
+    {
+      const int fused = grouped_against_separate<std::int64_t, weft::prod, weft::automatic>(comm, sizes, sink);
+      RANK_CHECK(fused == 7);
+    }
+    // Floats fuse under the algorithms that keep every element's order ...
+    {
+      const int fused = grouped_against_separate<float, weft::sum, weft::recursive_doubling>(comm, sizes, sink);
+      RANK_CHECK(fused == 7);
+    }
+    {
+      const int fused = grouped_against_separate<double, weft::sum, weft::direct>(comm, sizes, sink);
+      RANK_CHECK(fused == 7);
+    }
+    {
+      const int fused = grouped_against_separate<weft::bfloat16, weft::max, weft::recursive_doubling>(comm, sizes, sink);
+      RANK_CHECK(fused == 7);
+    }
+    // ... and not under the others (their order depends on where an element sits).
+    {
+      const int fused = grouped_against_separate<float, weft::sum, weft::ring>(comm, sizes, sink);
+      RANK_CHECK(fused == 0);
+    }
+    // Under automatic, where each call's own choice keeps the order (small calls here).
+    const int fused = grouped_against_separate<float, weft::avg, weft::automatic>(comm, sizes, sink);
+    RANK_CHECK((fused == 0 || fused >= 2));
+  });
+  INFO("ranks " << p);
+  CHECK(sink.empty());
+  if (!sink.empty()) FAIL(sink.summary());
+}
+
+TEST_CASE("a group starts its calls in order when it ends and fuses only what it may", "[nonblocking][group]") {
+  auto settings = test_options();
+  settings.fuse_bytes = 4000;
+  weft::inproc::run(
+      4,
+      [&](comm_t& comm) {
+        std::vector<int> small_a(10, 1), small_b(20, 2), small_c(20, 2), large(2000, 3), source(10, 1), out_of_place(10);
+        std::vector<float> other_type(10, 1.0f);
+        std::vector<int> broadcasted(5, comm.rank());
+        std::vector<request_t> handles;
+        {
+          weft::group outer(comm);
+          handles.push_back(weft::iallreduce(comm, std::span<int>(small_a), weft::sum{}, weft::ring{}));
+          {
+            weft::group inner(comm);  // nested: starts nothing of its own
+            handles.push_back(weft::ibroadcast(comm, std::span<int>(broadcasted), 1));
+            handles.push_back(weft::iallreduce(comm, std::span<int>(large), weft::sum{}, weft::ring{}));
+          }
+          handles.push_back(weft::iallreduce(comm, std::span<float>(other_type), weft::sum{}, weft::ring{}));
+          handles.push_back(weft::iallreduce(comm, std::span<const int>(source), std::span<int>(out_of_place),
+                                             weft::sum{}, weft::ring{}));
+          handles.push_back(weft::iallreduce(comm, std::span<int>(small_c), weft::max{}, weft::ring{}));
+          handles.push_back(weft::iallreduce(comm, std::span<int>(small_b), weft::sum{}, weft::ring{}));
+          bool refused = false;
+          try {
+            handles.front().wait();  // inside the group: would never return
+          } catch (const weft::error& failure) {
+            refused = failure.code() == weft::errc::invalid_argument;
+          }
+          RANK_CHECK(refused);
+        }
+        for (auto& handle : handles) handle.wait();
+        // small_a and small_b fuse (int, sum, ring, both <= 4000 bytes); large is over the limit,
+        // other_type another type, out_of_place not in place, small_c alone of its op.
+        const std::vector<bool> fused = {true, false, false, false, false, false, true};
+        for (std::size_t k = 0; k < handles.size(); ++k) RANK_CHECK(handles[k].fused() == fused[k]);
+        RANK_CHECK(handles[0].result().calls == 2);
+        RANK_CHECK(small_a[0] == 4);
+        RANK_CHECK(out_of_place[0] == 4);
+        RANK_CHECK(broadcasted[0] == 1);
+        RANK_CHECK(large[0] == 12);
+        RANK_CHECK(other_type[0] == 4.0f);
+        RANK_CHECK(small_b[0] == 8);
+        RANK_CHECK(small_c[0] == 2);
       },
       settings);
 }

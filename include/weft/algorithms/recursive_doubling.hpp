@@ -35,6 +35,9 @@ namespace weft {
 struct recursive_doubling {
   static constexpr std::string_view name = "recursive_doubling";
   static constexpr bool keeps_rank_order = true;
+  // Every element is reduced in the same order wherever it sits in the buffer: allreduces fused
+  // into one buffer (weft::group) give the bits separate calls give.
+  static constexpr bool same_order_everywhere = true;
 
   template <class Comm>
   static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out,

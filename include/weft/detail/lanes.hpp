@@ -49,7 +49,29 @@ struct call_outcome {
   report result;
   std::exception_ptr failure;
   lanes<Comm>* driver = nullptr;  // only while not done (done is set last)
+  bool in_open_group = false;     // recorded by a weft::group that has not ended yet
   bool fused = false;             // set by weft::group: this call ran inside a fused one
+};
+
+// What an in-place allreduce offers weft::group for fusing with others of its kind.
+template <class Comm>
+struct fusion_offer {
+  const void* kind = nullptr;  // one address per element type, op and algorithm asked for
+  bytes data;                  // the call's data, reduced in place
+  // The algorithm a fused call may run with and still give every call the bits it would get on
+  // its own (automatic's choice for this call's size, if that one keeps them), else empty.
+  std::function<std::string_view(Comm&)> keeps_bits_with;
+  // Runs the allreduce on `packed` (the fused calls' data, one after another) with that algorithm.
+  std::function<report(Comm&, bytes packed, std::string_view algorithm)> run_packed;
+};
+
+// A call weft::group recorded, to start when the group ends.
+template <class Comm>
+struct recorded_call {
+  std::string name;
+  std::function<report(Comm&)> work;
+  std::shared_ptr<call_outcome<Comm>> result;
+  std::shared_ptr<const fusion_offer<Comm>> offer;  // null: not fusable
 };
 
 template <class Comm>
@@ -91,7 +113,38 @@ class lanes final : public calls_in_flight {
   // Issues `work` (the blocking call of `name` on the lane's communicator) and runs it until its
   // first wait gives way. An argument error is thrown here, and the call is not in flight; any
   // other failure stays with the call and is thrown by its handle.
-  std::shared_ptr<outcome> issue(Comm& parent, std::string_view name, job work) {
+  std::shared_ptr<outcome> issue(Comm& parent, std::string_view name, job work,
+                                 std::shared_ptr<const fusion_offer<Comm>> offer = nullptr) {
+    auto result = std::make_shared<outcome>();
+    result->driver = this;
+    {
+      std::unique_lock lock(mutex_);
+      if (groups_open_ > 0) {
+        result->in_open_group = true;
+        recorded_.push_back(recorded_call<Comm>{std::string(name), std::move(work), result, std::move(offer)});
+        return result;
+      }
+    }
+    start(parent, name, std::move(work), {result});
+    return result;
+  }
+
+  // weft::group: while a group is open (groups nest), issue() records calls instead of starting
+  // them; the outermost group's end takes what was recorded and starts it (start()).
+  void open_group() {
+    std::unique_lock lock(mutex_);
+    ++groups_open_;
+  }
+  // The calls recorded, once the outermost group closes; else none.
+  std::vector<recorded_call<Comm>> close_group() {
+    std::unique_lock lock(mutex_);
+    if (--groups_open_ > 0) return {};
+    return std::exchange(recorded_, {});
+  }
+
+  // Starts `work` as one call in flight whose end completes every outcome of `results` (more than
+  // one: a fused call). Throws an argument error (the outcomes then untouched), as issue() does.
+  void start(Comm& parent, std::string_view name, job work, std::vector<std::shared_ptr<outcome>> results) {
     std::unique_lock lock(mutex_);
     const std::uint32_t context = parent.next_lane_context();
     if (failure_) {
@@ -107,9 +160,8 @@ class lanes final : public calls_in_flight {
       idle_.pop_back();
     }
     taken->comm.become_lane(parent, context, taken.get());
-    auto result = std::make_shared<outcome>();
-    result->driver = this;
-    flight_.push_back(running_call{std::move(taken), std::move(work), result, {}, errc::transport});
+    for (auto& result : results) result->in_open_group = false;
+    flight_.push_back(running_call{std::move(taken), std::move(work), std::move(results), {}, errc::transport});
     running_call& issued = flight_.back();
     issued.runner->start(&issued.work);
     issued.runner->resume(deadline_clock::time_point::min());
@@ -121,11 +173,11 @@ class lanes final : public calls_in_flight {
     }
     after_pass();
     changed_.notify_all();
-    return result;
   }
 
   // Moves every call in flight forward once, without blocking; true once `call` is done.
   bool test(outcome& call) {
+    refuse_if_recorded(call);
     if (progress_.joinable()) return call.done.load(std::memory_order_acquire);
     std::unique_lock lock(mutex_);
     if (!call.done.load(std::memory_order_relaxed)) pass(deadline_clock::time_point::min());
@@ -134,6 +186,7 @@ class lanes final : public calls_in_flight {
 
   // Drives the calls in flight until `call` is done (true) or `deadline` passes (false).
   bool wait(outcome& call, deadline_clock::time_point deadline) {
+    refuse_if_recorded(call);
     std::unique_lock lock(mutex_);
     if (progress_.joinable()) {
       return changed_.wait_until(lock, deadline, [&] { return call.done.load(std::memory_order_relaxed); });
@@ -244,10 +297,19 @@ class lanes final : public calls_in_flight {
   struct running_call {
     std::unique_ptr<lane> runner;
     job work;
-    std::shared_ptr<outcome> result;
+    std::vector<std::shared_ptr<outcome>> results;  // more than one: calls fused into this one
     std::string cancel_reason;  // set when cancelled: why, as the call's failure says
     errc cancel_code = errc::transport;
   };
+
+  void refuse_if_recorded(const outcome& call) {
+    std::unique_lock lock(mutex_);
+    if (call.in_open_group) {
+      throw error(errc::invalid_argument,
+                  "a call of a weft::group was waited for (or tested) before the group ended; it starts "
+                  "when the group ends, so waiting for it inside the group would never return");
+    }
+  }
 
   static bool is_argument_error(const std::exception_ptr& thrown) {
     try {
@@ -328,17 +390,19 @@ class lanes final : public calls_in_flight {
 
   void retire_front() {
     running_call& front = flight_.front();
-    outcome& call = *front.result;
-    call.result = front.runner->result();
-    call.failure = front.runner->failure();
+    std::exception_ptr failure = front.runner->failure();
     if (!front.cancel_reason.empty()) {
       const report& was = front.runner->comm.finish();
       const std::string name = was.collective.empty() ? std::string("a call") : std::string(was.collective);
-      call.failure = std::make_exception_ptr(error(
+      failure = std::make_exception_ptr(error(
           front.cancel_code, "rank " + std::to_string(front.runner->comm.rank()) + " cancelled " + name +
                                  " in flight: " + front.cancel_reason));
     }
-    call.done.store(true, std::memory_order_release);
+    for (auto& call : front.results) {
+      call->result = front.runner->result();
+      call->failure = failure;
+      call->done.store(true, std::memory_order_release);
+    }
     idle_.push_back(std::move(front.runner));
     flight_.pop_front();
   }
@@ -363,6 +427,8 @@ class lanes final : public calls_in_flight {
   std::deque<running_call> flight_;  // in issue order
   std::vector<std::unique_ptr<lane>> idle_;
   std::optional<error> failure_;
+  int groups_open_ = 0;
+  std::vector<recorded_call<Comm>> recorded_;  // while a group is open
   bool stopping_ = false;
   std::thread progress_;
 };

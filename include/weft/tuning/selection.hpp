@@ -86,8 +86,10 @@ report run_with(Comm& comm, const Call& call) {
   return comm.finish();
 }
 
+// The index in the list of the algorithm weft::automatic runs for `call` (WEFT_ALGO's, else the
+// cheapest); throws errc::invalid_argument when WEFT_ALGO names one that cannot run it.
 template <class Comm, class Call, class... Algorithms>
-report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>) {
+int choose_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>) {
   const std::string_view wanted = tuning::algorithm_override(Call::kind);
   const auto rows = tuning::rows_of(comm.underlying_transport());
   const tuning::link_constants& local = rows.first;
@@ -136,8 +138,24 @@ report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
                     ", which cannot run it" + (Call::commutative ? "" : " with a non-commutative op") +
                     "; choose one of: " + choices);
   }
+  return chosen;
+}
+
+// The name of the algorithm weft::automatic runs for `call`.
+template <class Comm, class Call, class... Algorithms>
+std::string_view automatic_choice(Comm& comm, const Call& call, algorithm_list<Algorithms...> list) {
+  const int chosen = choose_automatic(comm, call, list);
+  std::string_view name;
+  int index = 0;
+  ((name = index++ == chosen ? Algorithms::name : name), ...);
+  return name;
+}
+
+template <class Comm, class Call, class... Algorithms>
+report run_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...> list) {
+  const int chosen = choose_automatic(comm, call, list);
   report result;
-  index = 0;
+  int index = 0;
   (
       [&] {
         if constexpr (runs<Algorithms, Call, Comm>) {
