@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """weft as its users consume it: (1) as a Meson subproject, through dependency('weft-inproc');
 (2) installed, through pkg-config; (3) installed, through CMake's find_package(weft CONFIG) and
-its targets (weft::inproc, and weft::tcp and weft::ofi where this build has them). Each builds
+its targets (weft::inproc, and weft::tcp, weft::ofi and weft::nonblocking where this build has them). Each builds
 and runs a small allreduce program.
 
 usage: consumers.py <source-root> <c++ compiler>
@@ -42,6 +42,9 @@ TRANSPORT_PROGRAMS = {
            "  std::printf(\"%s\\n\", weft::tcp::config{}.local_congestion.c_str());\n}\n",
     "ofi": "#include <weft/transport/ofi.hpp>\n#include <cstdio>\nint main() {\n"
            "  std::printf(\"%s\\n\", weft::ofi::config{}.prefix.c_str());\n}\n",
+    "nonblocking": PROGRAM.replace("#include <weft/weft.hpp>", "#include <weft/weft.hpp>\n#include <weft/nonblocking.hpp>")
+                          .replace("weft::allreduce(comm, std::span<int>(data));",
+                                   "weft::iallreduce(comm, std::span<int>(data)).wait();"),
 }
 
 
@@ -52,6 +55,8 @@ def cmake_user(work, prefix, compiler):
         sys.exit(1)
     components = [name for name in ("tcp", "ofi")
                   if os.path.exists(os.path.join(prefix, "include", "weft", "transport", name + ".hpp"))]
+    if os.path.exists("/usr/include/boost/context/fiber.hpp"):
+        components.append("nonblocking")
     user = os.path.join(work, "cmake-user")
     os.makedirs(user)
     with open(os.path.join(user, "user.cpp"), "w") as out:
@@ -63,7 +68,8 @@ def cmake_user(work, prefix, compiler):
         with open(os.path.join(user, name + ".cpp"), "w") as out:
             out.write(TRANSPORT_PROGRAMS[name])
         lines += ["add_executable(user_%s %s.cpp)" % (name, name),
-                  "target_link_libraries(user_%s PRIVATE weft::%s)" % (name, name)]
+                  "target_link_libraries(user_%s PRIVATE weft::%s%s)"
+                  % (name, name, " weft::inproc" if name == "nonblocking" else "")]
     with open(os.path.join(user, "CMakeLists.txt"), "w") as out:
         out.write("\n".join(lines) + "\n")
     build = os.path.join(user, "build")

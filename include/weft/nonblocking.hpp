@@ -60,7 +60,8 @@ class request {
 
   // Blocks until the call is done; returns its report or throws its failure.
   report wait() {
-    wait(deadline_clock::time_point::max());
+    while (!wait(deadline_clock::now() + std::chrono::hours(24))) {
+    }
     return outcome_->result;
   }
 

@@ -206,7 +206,7 @@ class lanes final : public calls_in_flight {
       return;
     }
     while (!flight_.empty()) {
-      pass(flight_.size() == 1 ? deadline_clock::time_point::max() : deadline_clock::now() + slice);
+      pass(deadline_clock::now() + (flight_.size() == 1 ? std::chrono::hours(24) : slice));
     }
   }
 
@@ -414,7 +414,8 @@ class lanes final : public calls_in_flight {
         changed_.wait(lock);
         continue;
       }
-      pass(deadline_clock::now() + slice);
+      // One call alone may block longer: only a new issue (or test, wait) waits for the slice.
+      pass(deadline_clock::now() + (flight_.size() == 1 ? 10 * slice : slice));
       // Let a caller in (issue, test, wait) between passes.
       lock.unlock();
       std::this_thread::yield();
