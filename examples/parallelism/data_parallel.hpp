@@ -5,7 +5,8 @@
 // and each bucket is allreduced (avg) once the backward pass has produced it. The traffic is
 // the whole model's gradients every step, allreduced across every rank: across nodes, it is
 // the scale-out network's load. (Overlapping a bucket's allreduce with the next bucket's
-// backward pass needs nonblocking collectives; here they follow each other.)
+// backward pass is examples/overlapped_buckets.cpp, with weft::iallreduce; the simulator does not
+// model computation overlapped with calls in flight, so here they follow each other.)
 #pragma once
 
 #include "step.hpp"

@@ -3,6 +3,7 @@
 // reliable tagged messages runs the conformance suite and a slice of the collective matrix; the
 // multi-process runs and killed ranks are in tests/multiprocess/multiprocess.py (scenario ofi).
 #include "../collective_cases.hpp"
+#include "../slice_in_flight.hpp"
 #include "../scoped_environment.hpp"
 #include "../meeting_place.hpp"
 #include "../transport_conformance.hpp"
@@ -110,6 +111,14 @@ TEST_CASE("conformance and a collective slice on every provider", "[ofi]") {
       if (!sink.empty()) FAIL(sink.summary());
     }
   }
+}
+
+TEST_CASE("the collective slice as 3 calls in flight at once over tcp;ofi_rxm", "[ofi][nonblocking]") {
+  failures sink;
+  const std::vector<std::size_t> counts = {0, 1, 4, 1000, 65539};
+  run_world(3, provider_config("tcp;ofi_rxm"), sink, [&](ofi_comm& comm) { collective_slice_in_flight(comm, sink, counts); });
+  INFO(sink.summary());
+  CHECK(sink.empty());
 }
 
 TEST_CASE("messages longer than the largest message go in pieces", "[ofi]") {

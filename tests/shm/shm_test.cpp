@@ -4,6 +4,7 @@
 // too small for a message, early messages, a rank that closes; processes, killed ranks and
 // what is left in /dev/shm are in tests/multiprocess/multiprocess.py (scenario shm).
 #include "../collective_cases.hpp"
+#include "../slice_in_flight.hpp"
 #include "../scoped_environment.hpp"
 #include "../meeting_place.hpp"
 #include "../transport_conformance.hpp"
@@ -75,6 +76,16 @@ TEST_CASE("shm: conformance", "[shm]") {
       return weft::shm::transport(rank, 3, place.store(), small_slots(slot_bytes));
     });
     INFO(sink.summary());
+    CHECK(sink.empty());
+  }
+}
+
+TEST_CASE("shm: the collective slice as 3 calls in flight at once", "[shm][nonblocking]") {
+  for (int p : {2, 4}) {
+    failures sink;
+    const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1023, 1025, 65539};
+    run_world(p, small_slots(), sink, [&](shm_comm& comm) { collective_slice_in_flight(comm, sink, counts); });
+    INFO("ranks " << p << ": " << sink.summary());
     CHECK(sink.empty());
   }
 }

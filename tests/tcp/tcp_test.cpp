@@ -3,6 +3,7 @@
 // multi-process runs (weft-run, mpirun, killed ranks, network namespaces) are in
 // tests/multiprocess/multiprocess.py.
 #include "../collective_cases.hpp"
+#include "../slice_in_flight.hpp"
 #include "../scoped_environment.hpp"
 #include "../transport_conformance.hpp"
 
@@ -148,6 +149,16 @@ TEST_CASE("every collective and algorithm over tcp, 1 to 5 ranks", "[tcp]") {
   failures sink;
   const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000, 65539};
   world.run(sink, [&](tcp_comm& comm) { collective_slice(comm, sink, counts); });
+  INFO("ranks " << p << ": " << sink.summary());
+  CHECK(sink.empty());
+}
+
+TEST_CASE("the collective slice as 3 calls in flight at once over tcp", "[tcp][nonblocking]") {
+  const int p = GENERATE(2, 3);
+  job world(p);
+  failures sink;
+  const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000, 65539};
+  world.run(sink, [&](tcp_comm& comm) { collective_slice_in_flight(comm, sink, counts); });
   INFO("ranks " << p << ": " << sink.summary());
   CHECK(sink.empty());
 }

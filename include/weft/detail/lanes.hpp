@@ -16,6 +16,7 @@
 #pragma once
 
 #include "weft/call.hpp"
+#include "weft/detail/bytes.hpp"
 #include "weft/detail/fiber.hpp"
 #include "weft/detail/in_flight.hpp"
 #include "weft/error.hpp"
@@ -33,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
