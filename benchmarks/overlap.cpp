@@ -4,7 +4,8 @@
 //
 //   communication     the blocking allreduce alone
 //   computation       the loop alone (sized at start to take as long as the allreduce)
-//   in flight, waited iallreduce on the progress thread's communicator, waited for at once
+//   in flight, waited iallreduce, waited for at once (what a call in flight costs)
+//   thread, waited    the same on the progress thread's communicator
 //   no progress       iallreduce, the loop without a call into weft, wait
 //   polling           iallreduce, the loop calling test() 64 times along the way, wait
 //   progress thread   iallreduce on a communicator with options::progress_thread, the loop, wait
@@ -68,13 +69,14 @@ double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
-enum class way { communication, computation, in_flight_alone, no_progress, polling, progress_thread,
-                 off_cpu_no_progress, off_cpu_progress_thread };
-constexpr int ways = 8;
-constexpr std::array<const char*, ways> way_names{"communication",        "computation",
-                                                  "in flight, waited",    "no progress",
-                                                  "polling",              "progress thread",
-                                                  "off-CPU no progress",  "off-CPU progress thread"};
+enum class way { communication, computation, in_flight_waited, thread_waited, no_progress, polling,
+                 progress_thread, off_cpu_no_progress, off_cpu_progress_thread };
+constexpr int ways = 9;
+constexpr std::array<const char*, ways> way_names{"communication",       "computation",
+                                                  "in flight, waited",   "thread, waited",
+                                                  "no progress",         "polling",
+                                                  "progress thread",     "off-CPU no progress",
+                                                  "off-CPU progress thread"};
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -143,7 +145,10 @@ int main(int argc, char** argv) {
           case way::computation:
             sink += compute(iterations, 1, [] {});
             break;
-          case way::in_flight_alone:
+          case way::in_flight_waited:
+            weft::iallreduce(comm, std::span<float>(data), weft::sum{}).wait();
+            break;
+          case way::thread_waited:
             weft::iallreduce(threaded, std::span<float>(data), weft::sum{}).wait();
             break;
           case way::no_progress: {

@@ -163,35 +163,10 @@ class communicator {
   }
 
   // Blocks until `operation` completes; throws errc::timeout after settings().timeout.
-  void wait(pending& operation) {
-    if (!operation.active()) return;
-    const bool done = ask_transport(operation, [&](request_type& request) {
-      const auto deadline = deadline_clock::now() + settings_.timeout;
-      return lane_ == nullptr ? transport_->wait(request, deadline) : wait_in_lane(request, deadline);
-    });
-    if (!done) {
-      tell_others(operation.peer_, "rank " + std::to_string(rank_) + " timed out waiting for rank " +
-                                       std::to_string(operation.peer_) + " (" + where() + ")");
-      fail(errc::timeout,
-           describe_rank() + " waited " + std::to_string(settings_.timeout.count()) + " ms to " +
-               (operation.is_send_ ? "send " : "receive ") + std::to_string(operation.bytes_) +
-               " bytes " + (operation.is_send_ ? "to" : "from") + " rank " +
-               std::to_string(operation.peer_) + " (" + where() +
-               "); that rank may not have called " + std::string(to_string(collective_)) +
-               ", may have called another collective (WEFT_CHECK=1 detects that), or is stuck");
-    }
-    complete(operation);
-  }
+  void wait(pending& operation);
 
   // True once `operation` has completed (it is then done with, as after wait); never blocks.
-  bool test(pending& operation) {
-    if (!operation.active()) return true;
-    if (!ask_transport(operation, [&](request_type& request) { return transport_->test(request); })) {
-      return false;
-    }
-    complete(operation);
-    return true;
-  }
+  bool test(pending& operation);
 
   template <class... Pending>
   void wait_all(Pending&... operations) {
@@ -355,21 +330,7 @@ class communicator {
   // Makes this communicator the one a call in flight of `parent` runs on: the parent's transport,
   // ranks, options and host layout; a tag space of its own (`context`); its own scratch and
   // requests (kept from call to call); and waits that give way to the other calls (`lane`).
-  void become_lane(const communicator& parent, std::uint32_t context, detail::lane_yield* lane) {
-    transport_ = parent.transport_;
-    settings_ = parent.settings_;
-    if (context != context_) groups_.clear();  // their tag spaces came from the old context
-    context_ = context;
-    ranks_ = parent.ranks_;
-    rank_ = parent.rank_;
-    hosts_ = parent.hosts_;
-    sequence_ = 0;
-    lane_ = lane;
-    user_context_ = parent.user_context_.value_or(parent.context_);
-    broken_ = parent.broken_;
-    broken_code_ = parent.broken_code_;
-    broken_message_ = parent.broken_message_;
-  }
+  void become_lane(const communicator& parent, std::uint32_t context, detail::lane_yield* lane);
 
   // The tag space of the next call issued in flight: every rank issues them in the same order.
   std::uint32_t next_lane_context() { return mix_context(0x6c616e65u ^ (++issued_ << 8)); }
@@ -524,55 +485,23 @@ class communicator {
 
   // A wait failed for want of `peer`: a transport that can tell every rank (abort) does, so the
   // others stop at once instead of at their own timeouts.
-  void tell_others(int peer, const std::string& reason) {
-    if constexpr (requires(T& t) { t.abort(0, std::string_view{}); }) {
-      transport_->abort(transport_rank(peer), reason);
-    }
-  }
+  void tell_others(int peer, const std::string& reason);
 
   // A wait inside a call in flight: polls, giving way to the other calls in between, and blocks
   // on its own request only for as long as the lanes allow.
-  bool wait_in_lane(request_type& request, deadline_clock::time_point deadline) {
-    for (bool advanced = true;; advanced = false) {
-      if (transport_->test(request)) return true;
-      if (deadline_clock::now() >= deadline) return false;
-      const auto until = lane_->suspend(advanced);
-      if (until > deadline_clock::now() && transport_->wait(request, std::min(until, deadline))) return true;
-    }
-  }
+  bool wait_in_lane(request_type& request, deadline_clock::time_point deadline);
 
   // Before a blocking call, split or dup: the calls in flight complete, and a failure of theirs
   // fails this communicator.
-  void complete_calls_in_flight() {
-    if (in_flight_ == nullptr || broken_) return;
-    in_flight_->drain();
-    if (const error* failed = in_flight_->failure()) {
-      broken_ = true;
-      broken_code_ = failed->code();
-      broken_message_ = strip_prefix(failed->what());
-    }
-  }
+  void complete_calls_in_flight();
 
   // Runs the transport's wait or test on `operation`; a transport error fails the communicator
   // (and tells the other ranks) with this call's context added.
   template <class Ask>
-  bool ask_transport(pending& operation, Ask&& ask) {
-    try {
-      return ask(*operation.request_);
-    } catch (const error& failure) {
-      tell_others(operation.peer_, strip_prefix(failure.what()) + " (" + where() + ")");
-      fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
-    }
-  }
+  bool ask_transport(pending& operation, Ask&& ask);
 
   // A completed operation: drop its request, and combine a staged reducing receive.
-  void complete(pending& operation) {
-    operation.request_.reset();
-    if (operation.combine_ != nullptr) {
-      (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
-      operation.combine_ = nullptr;
-    }
-  }
+  void complete(pending& operation);
 
   // After a timeout or a lost peer, every later call and dup throw what the failure threw.
   void refuse_if_broken(std::string_view what) const {
@@ -676,3 +605,4 @@ class communicator {
 }  // namespace weft
 
 #include "weft/detail/communicator_groups.hpp"
+#include "weft/detail/communicator_waits.hpp"

@@ -1,0 +1,114 @@
+// weft/detail/communicator_waits.hpp — how the communicator waits: a posted operation's wait and
+// test with the call's context in their errors, telling the other ranks of a failure, the waits of
+// a call in flight (which give way to the others: weft/nonblocking.hpp) and the communicator such
+// a call runs on, and completing the calls in flight before a blocking call. Members of weft::communicator (weft/communicator.hpp), defined
+// here by concern; included at the end of communicator.hpp.
+#pragma once
+
+#include "weft/communicator.hpp"
+#include "weft/detail/in_flight.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace weft {
+
+template <transport T>
+void communicator<T>::wait(pending& operation) {
+  if (!operation.active()) return;
+  const bool done = ask_transport(operation, [&](request_type& request) {
+    const auto deadline = deadline_clock::now() + settings_.timeout;
+    return lane_ == nullptr ? transport_->wait(request, deadline) : wait_in_lane(request, deadline);
+  });
+  if (!done) {
+    tell_others(operation.peer_, "rank " + std::to_string(rank_) + " timed out waiting for rank " +
+                                     std::to_string(operation.peer_) + " (" + where() + ")");
+    fail(errc::timeout,
+         describe_rank() + " waited " + std::to_string(settings_.timeout.count()) + " ms to " +
+             (operation.is_send_ ? "send " : "receive ") + std::to_string(operation.bytes_) +
+             " bytes " + (operation.is_send_ ? "to" : "from") + " rank " +
+             std::to_string(operation.peer_) + " (" + where() +
+             "); that rank may not have called " + std::string(to_string(collective_)) +
+             ", may have called another collective (WEFT_CHECK=1 detects that), or is stuck");
+  }
+  complete(operation);
+}
+
+template <transport T>
+bool communicator<T>::test(pending& operation) {
+  if (!operation.active()) return true;
+  if (!ask_transport(operation, [&](request_type& request) { return transport_->test(request); })) {
+    return false;
+  }
+  complete(operation);
+  return true;
+}
+
+template <transport T>
+void communicator<T>::become_lane(const communicator& parent, std::uint32_t context, detail::lane_yield* lane) {
+  transport_ = parent.transport_;
+  settings_ = parent.settings_;
+  if (context != context_) groups_.clear();  // their tag spaces came from the old context
+  context_ = context;
+  ranks_ = parent.ranks_;
+  rank_ = parent.rank_;
+  hosts_ = parent.hosts_;
+  sequence_ = 0;
+  lane_ = lane;
+  user_context_ = parent.user_context_.value_or(parent.context_);
+  broken_ = parent.broken_;
+  broken_code_ = parent.broken_code_;
+  broken_message_ = parent.broken_message_;
+}
+
+template <transport T>
+void communicator<T>::tell_others(int peer, const std::string& reason) {
+  if constexpr (requires(T& t) { t.abort(0, std::string_view{}); }) {
+    transport_->abort(transport_rank(peer), reason);
+  }
+}
+
+template <transport T>
+bool communicator<T>::wait_in_lane(typename communicator<T>::request_type& request, deadline_clock::time_point deadline) {
+  for (bool advanced = true;; advanced = false) {
+    // A wait whose deadline has come polls once, along the transport's fastest path (TCP reads
+    // the receive's own connection directly, where test() goes through its event loop).
+    if (transport_->wait(request, deadline_clock::now())) return true;
+    if (deadline_clock::now() >= deadline) return false;
+    const auto until = lane_->suspend(advanced);
+    if (until > deadline_clock::now() && transport_->wait(request, std::min(until, deadline))) return true;
+  }
+}
+
+template <transport T>
+void communicator<T>::complete_calls_in_flight() {
+  if (in_flight_ == nullptr || broken_) return;
+  in_flight_->drain();
+  if (const error* failed = in_flight_->failure()) {
+    broken_ = true;
+    broken_code_ = failed->code();
+    broken_message_ = strip_prefix(failed->what());
+  }
+}
+
+template <transport T>
+template <class Ask>
+bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
+  try {
+    return ask(*operation.request_);
+  } catch (const error& failure) {
+    tell_others(operation.peer_, strip_prefix(failure.what()) + " (" + where() + ")");
+    fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
+  }
+}
+
+template <transport T>
+void communicator<T>::complete(pending& operation) {
+  operation.request_.reset();
+  if (operation.combine_ != nullptr) {
+    (*operation.combine_)(operation.target_, operation.own_, operation.staged_);
+    operation.combine_ = nullptr;
+  }
+}
+
+}  // namespace weft
