@@ -389,7 +389,7 @@ class communicator {
   // A phase run on a group failed: this communicator fails with it (later calls refuse), and
   // the message says in which collective and algorithm here the phase ran.
   [[noreturn]] void fail_phase(const error& failure) {
-    fail(failure.code(), strip_prefix(failure.what()) + ", in " + where());
+    fail(failure.code(), detail::strip_prefix(failure.what()) + ", in " + where());
   }
 
  private:
@@ -528,17 +528,6 @@ class communicator {
   std::string where() const {
     return std::string(to_string(collective_)) + ", algorithm " + std::string(algorithm_) +
            ", step " + std::to_string(step_);
-  }
-
-  static std::string strip_prefix(const char* message) {
-    std::string_view text(message);
-    if (text.starts_with("weft: ")) {
-      text.remove_prefix(6);
-      if (const auto colon = text.find(": "); colon != std::string_view::npos) {
-        text.remove_prefix(colon + 2);
-      }
-    }
-    return std::string(text);
   }
 
   void release_scratch() {

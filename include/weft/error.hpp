@@ -40,4 +40,17 @@ class error : public std::runtime_error {
   errc code_;
 };
 
+namespace detail {
+// A message of weft's without its "weft: <code>: " and the first clause after it (the rank), to be
+// quoted inside another rank's or call's message.
+inline std::string strip_prefix(const char* message) {
+  std::string_view text(message);
+  if (text.starts_with("weft: ")) {
+    text.remove_prefix(6);
+    if (const auto colon = text.find(": "); colon != std::string_view::npos) text.remove_prefix(colon + 2);
+  }
+  return std::string(text);
+}
+}  // namespace detail
+
 }  // namespace weft

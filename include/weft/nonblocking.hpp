@@ -53,6 +53,7 @@ class request {
   // Moves the calls in flight forward without blocking; true once this call is done (and then
   // throws its failure, as wait() does).
   bool test() {
+    refuse_if_empty();
     if (!outcome_->done.load(std::memory_order_acquire) && !outcome_->driver->test(*outcome_)) return false;
     throw_failure();
     return true;
@@ -68,6 +69,7 @@ class request {
   // Blocks until the call is done (true; throws its failure) or `deadline` passes (false: the
   // call stays in flight).
   bool wait(deadline_clock::time_point deadline) {
+    refuse_if_empty();
     if (!outcome_->done.load(std::memory_order_acquire) && !outcome_->driver->wait(*outcome_, deadline)) {
       return false;
     }
@@ -86,6 +88,13 @@ class request {
   bool fused() const { return outcome_->fused; }
 
  private:
+
+  void refuse_if_empty() const {
+    if (outcome_ == nullptr) {
+      throw error(errc::invalid_argument,
+                  "an empty weft::request (default-constructed or moved from) was tested or waited for");
+    }
+  }
 
   void throw_failure() const {
     if (outcome_->failure) std::rethrow_exception(outcome_->failure);

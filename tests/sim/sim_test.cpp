@@ -2,6 +2,7 @@
 // machine without contention, contention worked out by hand, determinism, and the faults
 // (deadlock, a failing rank, a size mismatch) as errors, never a hang.
 #include "../collective_cases.hpp"
+#include "../slice_in_flight.hpp"
 
 #include <weft/transport/sim.hpp>
 
@@ -84,6 +85,17 @@ void check_against_model(collective kind, std::initializer_list<int> ranks, std:
 }
 
 }  // namespace
+
+TEST_CASE("real payload: the collective slice as 3 calls in flight at once", "[sim][nonblocking]") {
+  for (const int p : {2, 3, 4}) {
+    weft_test::failures sink;
+    const auto machine = weft::sim::fabric::uniform(p, {.gbit_per_s = 400, .latency_us = 5});
+    const std::size_t counts[] = {0, 1, 7, 1000};
+    weft::sim::run(machine, [&](comm_type& comm) { weft_test::collective_slice_in_flight(comm, sink, counts); });
+    INFO("p=" << p << ": " << sink.summary());
+    CHECK(sink.empty());
+  }
+}
 
 TEST_CASE("real payload: the collective slice gives the serial reference's results", "[sim]") {
   for (const int p : {1, 2, 3, 4, 5, 8}) {

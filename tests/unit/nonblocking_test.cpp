@@ -142,6 +142,14 @@ TEST_CASE("an argument error is thrown by the call itself and nothing is put in 
     }
     RANK_CHECK(refused);
     RANK_CHECK(comm.calls_in_flight() != nullptr);
+    request_t empty;
+    bool empty_refused = false;
+    try {
+      empty.wait();
+    } catch (const weft::error& failure) {
+      empty_refused = failure.code() == weft::errc::invalid_argument;
+    }
+    RANK_CHECK(empty_refused);
     // The communicator still works, and the next calls match across ranks.
     auto done = weft::iallreduce(comm, std::span<float>(in), weft::sum{});
     done.wait();

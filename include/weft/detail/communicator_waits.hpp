@@ -87,7 +87,7 @@ void communicator<T>::complete_calls_in_flight() {
   if (const error* failed = in_flight_->failure()) {
     broken_ = true;
     broken_code_ = failed->code();
-    broken_message_ = strip_prefix(failed->what());
+    broken_message_ = detail::strip_prefix(failed->what());
   }
 }
 
@@ -97,8 +97,8 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
   try {
     return ask(*operation.request_);
   } catch (const error& failure) {
-    tell_others(operation.peer_, strip_prefix(failure.what()) + " (" + where() + ")");
-    fail(failure.code(), strip_prefix(failure.what()) + " (" + where() + ")");
+    tell_others(operation.peer_, detail::strip_prefix(failure.what()) + " (" + where() + ")");
+    fail(failure.code(), detail::strip_prefix(failure.what()) + " (" + where() + ")");
   }
 }
 

@@ -151,7 +151,7 @@ class lanes final : public calls_in_flight {
     const std::uint32_t context = parent.next_lane_context();
     if (failure_) {
       throw error(failure_->code(), "rank " + std::to_string(parent.rank()) + " refuses " + std::string(name) +
-                                        ": this communicator failed earlier (" + strip(*failure_) +
+                                        ": this communicator failed earlier (" + strip_prefix(failure_->what()) +
                                         "); build a new communicator");
     }
     std::unique_ptr<lane> taken;
@@ -323,15 +323,6 @@ class lanes final : public calls_in_flight {
     }
   }
 
-  static std::string strip(const error& failure) {
-    std::string_view text(failure.what());
-    if (text.starts_with("weft: ")) {
-      text.remove_prefix(6);
-      if (const auto colon = text.find(": "); colon != std::string_view::npos) text.remove_prefix(colon + 2);
-    }
-    return std::string(text);
-  }
-
   // One pass over the calls in flight (the mutex held): each waiting call resumes once, oldest
   // first; if none moved, the oldest may block until `block_until`.
   void pass(deadline_clock::time_point block_until) {
@@ -372,7 +363,7 @@ class lanes final : public calls_in_flight {
       for (std::size_t j = i + 1; j < flight_.size(); ++j) {
         flight_[j].cancel_code = failure_->code();
         flight_[j].cancel_reason =
-            "this communicator failed earlier (" + strip(*failure_) + "); build a new communicator";
+            "this communicator failed earlier (" + strip_prefix(failure_->what()) + "); build a new communicator";
         cancel(flight_[j]);
       }
     }
