@@ -40,16 +40,14 @@ namespace {
 using comm_type = weft::communicator<weft::tcp::transport>;
 using clock_type = std::chrono::steady_clock;
 
+// A positive size in bytes, as the WEFT_ variables take them ("16M", "256KiB", "65536").
 std::size_t parse_bytes(const char* text) {
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  const std::string suffix(end);
-  const std::size_t scale = suffix == "K" ? 1u << 10 : suffix == "M" ? 1u << 20 : suffix.empty() ? 1 : 0;
-  if (end == text || scale == 0 || value == 0) {
-    std::fprintf(stderr, "overlap: '%s' is not a positive size (K and M suffixes allowed)\n", text);
+  const auto value = weft::detail::env::parse_bytes(text, std::uint64_t{1} << 40);
+  if (!value || *value == 0) {
+    std::fprintf(stderr, "overlap: '%s' is not a positive size (such as 65536, 256K or 16M)\n", text);
     std::exit(2);
   }
-  return static_cast<std::size_t>(value) * scale;
+  return static_cast<std::size_t>(*value);
 }
 
 // The computation: `iterations` steps of a linear congruential generator, split in `pieces` with

@@ -17,6 +17,7 @@
 // only once its group has ended. Every rank must issue the same calls in the same groups.
 #pragma once
 
+#include "weft/buffer.hpp"
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
 #include "weft/detail/lanes.hpp"
@@ -73,12 +74,18 @@ class group {
   void abandon() {
     auto recorded = detail::lanes_of(*comm_).close_group();
     for (auto& call : recorded) {
-      call.result->in_open_group = false;
-      call.result->failure = std::make_exception_ptr(
-          error(errc::invalid_argument, "rank " + std::to_string(comm_->rank()) + ": " + call.name +
-                                            " was not started: its weft::group was left by an exception"));
-      call.result->done.store(true, std::memory_order_release);
+      fail_unstarted(*call.result, std::make_exception_ptr(error(
+                                       errc::invalid_argument, "rank " + std::to_string(comm_->rank()) + ": " +
+                                                                   call.name + " was not started: its weft::group "
+                                                                               "was left by an exception")));
     }
+  }
+
+  // A recorded call that will not start: its handle is done, and throws `failure`.
+  static void fail_unstarted(outcome_t& call, std::exception_ptr failure) {
+    call.in_open_group = false;
+    call.failure = std::move(failure);
+    call.done.store(true, std::memory_order_release);
   }
 
   // Which recorded calls fuse: for each call, the index of the first call of its fused set
@@ -112,10 +119,7 @@ class group {
       } catch (...) {
         if (!first_error) first_error = std::current_exception();
         for (std::size_t j = i; j < recorded.size(); ++j) {
-          if (leader[j] != i) continue;
-          recorded[j].result->in_open_group = false;
-          recorded[j].result->failure = std::current_exception();
-          recorded[j].result->done.store(true, std::memory_order_release);
+          if (leader[j] == i) fail_unstarted(*recorded[j].result, std::current_exception());
         }
       }
     }
@@ -138,23 +142,16 @@ class group {
     }
     auto run_packed = recorded[first].offer->run_packed;
     auto work = [parts = std::move(parts), total, run_packed, algorithm](comm_t& lane) {
-      auto& memory = lane.memory();
-      std::byte* packed = memory.allocate(total);
-      struct release {
-        decltype(memory)& space;
-        std::byte* pointer;
-        std::size_t bytes;
-        ~release() { space.deallocate(pointer, bytes); }
-      } owned{memory, packed, total};
+      const buffer<std::byte, typename comm_t::memory_type> packed(lane.memory(), total);
       std::size_t offset = 0;
       for (const auto part : parts) {
-        lane.copy({packed + offset, part.size()}, part);
+        lane.copy(packed.span().subspan(offset, part.size()), part);
         offset += part.size();
       }
-      report result = run_packed(lane, {packed, total}, algorithm);
+      report result = run_packed(lane, packed.span(), algorithm);
       offset = 0;
       for (const auto part : parts) {
-        lane.copy(part, {packed + offset, part.size()});
+        lane.copy(part, packed.span().subspan(offset, part.size()));
         offset += part.size();
       }
       result.calls = static_cast<int>(parts.size());

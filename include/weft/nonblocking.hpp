@@ -141,8 +141,9 @@ request<Transport> iallreduce(communicator<Transport>& comm, std::span<T> data, 
   auto work = [=](communicator<Transport>& lane) {
     return allreduce<Transport, T, Op, Algorithm>(lane, std::span<const T>(data), data, op, algorithm);
   };
-  return request<Transport>(detail::lanes_of(comm).issue(comm, "allreduce", std::move(work),
-                                                         detail::offer_fusion<Transport, T, Op, Algorithm>(data)));
+  auto& lanes = detail::lanes_of(comm);
+  auto offer = lanes.recording() ? detail::offer_fusion<Transport, T, Op, Algorithm>(data) : nullptr;
+  return request<Transport>(lanes.issue(comm, "allreduce", std::move(work), std::move(offer)));
 }
 
 template <transport Transport, element T, class Op = sum, class Algorithm = automatic>

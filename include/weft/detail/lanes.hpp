@@ -50,7 +50,7 @@ struct call_outcome {
   std::atomic<bool> done{false};  // the call and every call issued before it completed
   report result;
   std::exception_ptr failure;
-  lanes<Comm>* driver = nullptr;  // only while not done (done is set last)
+  lanes<Comm>* driver = nullptr;  // the lanes that run it (read only while not done)
   bool in_open_group = false;     // recorded by a weft::group that has not ended yet
   bool fused = false;             // set by weft::group: this call ran inside a fused one
 };
@@ -137,6 +137,11 @@ class lanes final : public calls_in_flight {
     std::unique_lock lock(mutex_);
     ++groups_open_;
   }
+  // A group is open: calls issued now are recorded (and only then worth offering for fusion).
+  bool recording() const {
+    std::unique_lock lock(mutex_);
+    return groups_open_ > 0;
+  }
   // The calls recorded, once the outermost group closes; else none.
   std::vector<recorded_call<Comm>> close_group() {
     std::unique_lock lock(mutex_);
@@ -150,9 +155,8 @@ class lanes final : public calls_in_flight {
     std::unique_lock lock(mutex_);
     const std::uint32_t context = parent.next_lane_context();
     if (failure_) {
-      throw error(failure_->code(), "rank " + std::to_string(parent.rank()) + " refuses " + std::string(name) +
-                                        ": this communicator failed earlier (" + strip_prefix(failure_->what()) +
-                                        "); build a new communicator");
+      throw error(failure_->code(),
+                  "rank " + std::to_string(parent.rank()) + " refuses " + std::string(name) + ": " + failed_earlier());
     }
     std::unique_ptr<lane> taken;
     if (idle_.empty()) {
@@ -217,11 +221,6 @@ class lanes final : public calls_in_flight {
     return failure_ ? &*failure_ : nullptr;
   }
 
-  std::size_t in_flight() const {
-    std::unique_lock lock(mutex_);
-    return flight_.size();
-  }
-
  private:
   // A fiber and the communicator the calls it runs use; reused from call to call.
   class lane final : public lane_yield {
@@ -274,9 +273,7 @@ class lanes final : public calls_in_flight {
         if (stopping_) return;
         try {
           result_ = (*work_)(comm);
-        } catch (const call_cancelled&) {
-          failure_ = std::make_exception_ptr(call_cancelled{});
-        } catch (...) {
+        } catch (...) {  // call_cancelled included
           failure_ = std::current_exception();
         }
         idle_ = true;
@@ -311,6 +308,11 @@ class lanes final : public calls_in_flight {
                   "a call of a weft::group was waited for (or tested) before the group ended; it starts "
                   "when the group ends, so waiting for it inside the group would never return");
     }
+  }
+
+  // Why calls are refused and cancelled once a call failed (failure_ set), as the communicator says it.
+  std::string failed_earlier() const {
+    return "this communicator failed earlier (" + strip_prefix(failure_->what()) + "); build a new communicator";
   }
 
   static bool is_argument_error(const std::exception_ptr& thrown) {
@@ -362,8 +364,7 @@ class lanes final : public calls_in_flight {
       }
       for (std::size_t j = i + 1; j < flight_.size(); ++j) {
         flight_[j].cancel_code = failure_->code();
-        flight_[j].cancel_reason =
-            "this communicator failed earlier (" + strip_prefix(failure_->what()) + "); build a new communicator";
+        flight_[j].cancel_reason = failed_earlier();
         cancel(flight_[j]);
       }
     }
