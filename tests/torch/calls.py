@@ -4,7 +4,9 @@ Run under torchrun (tests/torch/run_suite.py starts it): the default group is we
 group over the same ranks is gloo's. Each call runs on both with the same inputs; where gloo
 does not offer the call or dtype (reduce_scatter, AVG, bfloat16, int16, ...) the result is
 checked against one computed here from every rank's inputs. Inputs are small integers, so every
-float sum, product and average is exact and results must be equal bit for bit. Prints one line
+float sum, product and average is exact and results must be equal bit for bit; random floats
+are compared with gloo's within a relative 1e-5 (float32) or 1e-12 (float64), and must be the
+same bits on every rank. Prints one line
 per rank: 'rank R: N checks passed (G against gloo)'.
 """
 
@@ -212,6 +214,28 @@ def check_point_to_point(dtype, count):
     compare(f"send/recv {dtype}", ring, values(left, count, dtype))
 
 
+def check_random_floats():
+    """Random floats: weft's sum is the same bits on every rank, and within a stated tolerance of
+    gloo's (the two may add in different orders)."""
+    global checks, against_gloo
+    tolerance = {torch.float32: 1e-5, torch.float64: 1e-12}
+    for dtype, rtol in tolerance.items():
+        for count in (3, 100000):
+            mine = torch.randn(count, dtype=dtype, generator=torch.Generator().manual_seed(rank))
+            ours, theirs = mine.clone(), mine.clone()
+            dist.all_reduce(ours)
+            dist.all_reduce(theirs, group=gloo)
+            everyone = [torch.empty_like(ours) for _ in range(size)]
+            dist.all_gather(everyone, ours)
+            for r, other in enumerate(everyone):
+                same(f"random {dtype} x{count}: rank {r}'s sum has this rank's bits", other, ours)
+            if not torch.allclose(ours, theirs, rtol=rtol, atol=rtol * size):
+                worst = (ours - theirs).abs().max().item()
+                raise AssertionError(f"rank {rank}: random {dtype} x{count}: weft and gloo differ by {worst}")
+            checks += 1
+            against_gloo += 1
+
+
 def check_non_contiguous():
     base = values(rank, 6 * 4, torch.float32).reshape(6, 4)
     t = base.t()  # 4 x 6, not contiguous
@@ -301,6 +325,7 @@ def main():
         check_alltoall(dtype, 5)
         check_point_to_point(dtype, 33)
     check_allreduce(torch.float32, 1 << 20)  # 4 MiB: the pipelined algorithms
+    check_random_floats()
     check_non_contiguous()
     check_coalesced()
     check_async()
