@@ -117,7 +117,7 @@ def main():
         # 2. installed, found with pkg-config
         build = os.path.join(work, "weft-build")
         prefix = os.path.join(work, "prefix")
-        run(["meson", "setup", build, source, "--prefix", prefix, "-Dtests=false",
+        run(["meson", "setup", build, source, "--prefix", prefix, "-Dtests=false", "-Dtorch=disabled",
              "-Dexamples=false", "-Dbenchmarks=false"])
         run(["meson", "install", "-C", build])
         env = dict(os.environ)

@@ -11,9 +11,11 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -78,6 +80,29 @@ inline void claim_rank(store& meeting, const std::string& key, int rank) {
                     std::to_string(rank) + "; check the launcher's rank variables (WEFT_RANK), and "
                     "give jobs that share a store their own WEFT_SECRET or key prefix");
   }
+}
+
+// The job's secret, which every connection between its ranks presents: rank 0 draws one (128
+// random bits, in hex) and sets it under "weft/secret"; the others read it, waiting until
+// `deadline`, then throw errc::timeout.
+inline std::string shared_secret(store& meeting, int rank, deadline_clock::time_point deadline) {
+  if (rank == 0) {
+    std::random_device entropy;
+    std::string secret;
+    for (int i = 0; i < 4; ++i) {
+      char piece[9];
+      std::snprintf(piece, sizeof piece, "%08x", entropy());
+      secret += piece;
+    }
+    meeting.set("weft/secret", secret);
+    return secret;
+  }
+  auto secret = meeting.get("weft/secret", deadline);
+  if (!secret) {
+    throw error(errc::timeout, "rank " + std::to_string(rank) + " timed out at start-up waiting for rank 0 in the " +
+                                   meeting.describe());
+  }
+  return *secret;
 }
 
 }  // namespace weft::bootstrap

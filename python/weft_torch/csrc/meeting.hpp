@@ -13,8 +13,6 @@
 #include "weft/options.hpp"
 
 #include <chrono>
-#include <cstdio>
-#include <random>
 #include <string>
 
 namespace weft_torch {
@@ -46,23 +44,7 @@ inline weft::options options_for(const group_request& request) {
 inline std::string group_secret(weft::bootstrap::store& meeting, const group_request& request) {
   if (const auto value = weft::detail::env::text("WEFT_SECRET")) return std::string(*value);
   if (request.size == 1) return {};
-  if (request.rank == 0) {
-    std::random_device entropy;
-    std::string secret;
-    for (int i = 0; i < 4; ++i) {
-      char piece[9];
-      std::snprintf(piece, sizeof piece, "%08x", entropy());
-      secret += piece;
-    }
-    meeting.set("weft/secret", secret);
-    return secret;
-  }
-  auto secret = meeting.get("weft/secret", weft::deadline_clock::now() + timeout_of(request));
-  if (!secret) {
-    throw weft::error(weft::errc::timeout, "rank " + std::to_string(request.rank) +
-                                               " timed out at start-up waiting for rank 0 in the torch.distributed store");
-  }
-  return *secret;
+  return weft::bootstrap::shared_secret(meeting, request.rank, weft::deadline_clock::now() + timeout_of(request));
 }
 
 // The makers, one per transport built (tcp.cpp, shm.cpp, ofi.cpp).

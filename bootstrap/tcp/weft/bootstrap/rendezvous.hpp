@@ -22,7 +22,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <string_view>
 
@@ -51,7 +50,7 @@ class rendezvous {
     } else {
       store_ = std::make_unique<file_store>(job_directory(where));
     }
-    if (secret_.empty()) secret_ = shared_secret(deadline);
+    if (secret_.empty()) secret_ = shared_secret(*store_, where.rank, deadline);
   }
 
   store* get() { return store_.get(); }
@@ -93,27 +92,6 @@ class rendezvous {
     char out[17];
     std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(hash));
     return out;
-  }
-
-  std::string shared_secret(deadline_clock::time_point deadline) {
-    if (launch_.rank == 0) {
-      std::random_device entropy;
-      std::string secret;
-      for (int i = 0; i < 4; ++i) {
-        char piece[9];
-        std::snprintf(piece, sizeof piece, "%08x", entropy());
-        secret += piece;
-      }
-      store_->set("weft/secret", secret);
-      return secret;
-    }
-    auto secret = store_->get("weft/secret", deadline);
-    if (!secret) {
-      throw error(errc::timeout, "rank " + std::to_string(launch_.rank) +
-                                     " timed out at start-up waiting for rank 0 in the " +
-                                     store_->describe());
-    }
-    return *secret;
   }
 
   bootstrap::launch launch_;
