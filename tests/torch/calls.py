@@ -289,6 +289,23 @@ def check_async():
     assert works[0].is_completed() and works[0].is_success()
 
 
+def check_groups():
+    """new_group: a subset of the ranks, and all of them over shared memory chosen by pg_options."""
+    evens = list(range(0, size, 2))
+    subset = dist.new_group(evens, backend="weft")  # every rank calls new_group; only members join
+    if rank in evens:
+        t = values(rank, 100, torch.int64)
+        dist.all_reduce(t, group=subset)
+        same("all_reduce on the even ranks' group", t, reference_reduce("SUM", [values(r, 100, torch.int64) for r in evens]))
+    over_shm = dist.new_group(backend="weft", pg_options=weft_torch.Options(transport="shm"))
+    t = values(rank, 1000, torch.float32)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=over_shm)
+    same("all_reduce on a group over shm", t, reference_reduce("MAX", [values(r, 1000, torch.float32) for r in range(size)]))
+    dist.destroy_process_group(over_shm)
+    if rank in evens:
+        dist.destroy_process_group(subset)
+
+
 def check_refusals():
     global checks
     expectations = [
@@ -329,6 +346,7 @@ def main():
     check_non_contiguous()
     check_coalesced()
     check_async()
+    check_groups()
     check_refusals()
     dist.barrier()
     print(f"rank {rank}: {checks} checks passed ({against_gloo} against gloo) in {time.monotonic() - started:.1f} s",
