@@ -64,7 +64,6 @@ def allreduce_table(args, size, weft, gloo):
 
 
 def ddp_steps(args, rank, weft, gloo):
-    torch.manual_seed(0)
     nets = {}
     for name, group in (("weft", weft), ("gloo", gloo)):
         torch.manual_seed(0)

@@ -12,7 +12,6 @@ Prints the mean and median step time, which benchmarks/torch_compare.py compares
 
 import argparse
 import hashlib
-import os
 import statistics
 import sys
 import time

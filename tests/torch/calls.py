@@ -17,7 +17,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import weft_torch  # noqa: F401  registers "weft"
+import weft_torch  # registers "weft"; Options for a group over shm
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
           torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
