@@ -172,6 +172,9 @@ TEST_CASE("a timeout in flight is thrown by wait with the blocking call's messag
           return;
         }
         auto first = weft::iallreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+        // The second starts well after the first, so that its own 300 ms are not up by the time
+        // the first's failure cancels it (a slow build once took longer than the gap).
+        std::this_thread::sleep_for(100ms);
         auto second = weft::iallreduce(comm, std::span<float>(later), weft::sum{});
         std::string& message = messages[static_cast<std::size_t>(comm.rank())];
         try {
