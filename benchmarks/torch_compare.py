@@ -5,13 +5,16 @@
 
 One job holds two process groups over the same ranks: weft's (the default group) and gloo's.
 Part 1: torch.distributed.all_reduce of float32 SUM, 1 KiB to 64 MiB, the two backends taking
-turns at every size (--rounds times each, the best round kept); time per call is the slowest
-rank's; busbw = size x 2(n-1)/n / time, as nccl-tests reports it. Part 2: the model of
+turns at every size (--rounds times each, each timing at least --min-time seconds of calls); time
+per call is the slowest rank's, the best round's in the table; busbw = size x 2(n-1)/n / time,
+as nccl-tests reports it. The last column is the median over rounds of the ratio within a round
+(the two backends timed back to back), which the machine's noise moves less than the best. Part 2: the model of
 examples/torch_ddp.py under DistributedDataParallel, one copy over each group, steps taking
 turns. Rank 0 prints markdown tables and the ratios weft/gloo.
 """
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -50,16 +53,20 @@ def allreduce_table(args, size, weft, gloo):
     sizes = [1 << k for k in range(10, 27, 2)] if not args.quick else [1 << 10, 1 << 20]
     for nbytes in sizes:
         tensor = torch.ones(nbytes // 4)
-        iterations = max(3, min(200, (64 << 20) // (nbytes * 4))) if not args.quick else 3
+        # warm-up (connections, buffers), which also sizes the timings: the slower backend's
+        # calls fill at least --min-time (every rank gets the same slowest time, so the same count)
+        slowest = max(timed_allreduce(tensor, group, 2, gloo) for group in (weft, gloo))
+        iterations = 3 if args.quick else max(3, min(1000, math.ceil(args.min_time / slowest)))
         best = {"weft": float("inf"), "gloo": float("inf")}
-        for group in (weft, gloo):  # warm-up: connections, buffers
-            timed_allreduce(tensor, group, 2, gloo)
-        for _ in range(args.rounds):
-            for name, group in (("weft", weft), ("gloo", gloo)):
-                best[name] = min(best[name], timed_allreduce(tensor, group, iterations, gloo))
+        ratios = []
+        for turn in range(args.rounds):
+            order = (("weft", weft), ("gloo", gloo)) if turn % 2 == 0 else (("gloo", gloo), ("weft", weft))
+            times = {name: timed_allreduce(tensor, group, iterations, gloo) for name, group in order}
+            ratios.append(times["gloo"] / times["weft"])
+            best = {name: min(best[name], times[name]) for name in best}
         factor = 2 * (size - 1) / size
         busbw = {name: nbytes * factor / t / 1e9 for name, t in best.items()}
-        rows.append((nbytes, best, busbw))
+        rows.append((nbytes, best, busbw, statistics.median(ratios)))
     return rows
 
 
@@ -89,7 +96,8 @@ def ddp_steps(args, rank, weft, gloo):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds each timing lasts at least")
     parser.add_argument("--steps", type=int, default=20, help="DDP steps per backend")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--width", type=int, default=1024)
@@ -110,14 +118,16 @@ def main():
     step = ddp_steps(args, rank, weft, gloo)
     if rank == 0:
         print(f"## torch.distributed all_reduce, float32 sum, {size} ranks (weft over {transport})\n")
-        print("| size | weft time | gloo time | weft busbw | gloo busbw | weft/gloo busbw |")
-        print("|---:|---:|---:|---:|---:|---:|")
-        for nbytes, best, busbw in rows:
+        print("| size | weft time | gloo time | weft busbw | gloo busbw | weft/gloo busbw | median of rounds |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for nbytes, best, busbw, ratio in rows:
             print(f"| {human(nbytes)} | {best['weft'] * 1e6:.0f} us | {best['gloo'] * 1e6:.0f} us | "
-                  f"{busbw['weft']:.3f} GB/s | {busbw['gloo']:.3f} GB/s | {busbw['weft'] / busbw['gloo']:.2f}x |")
-        large = [busbw["weft"] / busbw["gloo"] for nbytes, _, busbw in rows if nbytes >= 1 << 20]
+                  f"{busbw['weft']:.3f} GB/s | {busbw['gloo']:.3f} GB/s | {busbw['weft'] / busbw['gloo']:.2f}x | "
+                  f"{ratio:.2f}x |")
+        large = [ratio for nbytes, _, _, ratio in rows if nbytes >= 1 << 20]
         if large:
-            print(f"\nweft/gloo busbw at >= 1 MiB: min {min(large):.2f}x, median {statistics.median(large):.2f}x")
+            print(f"\nweft/gloo busbw at >= 1 MiB, median of rounds: min {min(large):.2f}x, "
+                  f"median {statistics.median(large):.2f}x")
         params = sum(p.numel() for p in model(args.width, args.layers).parameters())
         print(f"\n## DDP step, examples/torch_ddp.py's model ({params} parameters, batch {args.batch}), {size} ranks\n")
         print(f"median step: weft {step['weft'] * 1e3:.2f} ms, gloo {step['gloo'] * 1e3:.2f} ms; "
