@@ -83,5 +83,34 @@ int main() {
   GPU_CHECK(weft::cuda::request_hardware_queues() == 16, "a number in the environment stays");
   unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
   GPU_CHECK(weft::cuda::request_hardware_queues() == 32, "unset: 32 asked for");
+  // Memory shared between processes: WEFT_CUDA_IPC is checked before any device is touched;
+  // without a GPU, asking for the way or the memory is the clear error.
+  setenv("WEFT_CUDA_IPC", "sometimes", 1);
+  try {
+    static_cast<void>(weft::cuda::sharing_for(0));
+    GPU_CHECK(false, "WEFT_CUDA_IPC=sometimes was taken");
+  } catch (const weft::error& failure) {
+    GPU_CHECK(failure.code() == weft::errc::invalid_argument, failure.what());
+    GPU_CHECK(std::string(failure.what()).find("vmm, legacy or auto") != std::string::npos, failure.what());
+  }
+  unsetenv("WEFT_CUDA_IPC");
+  if (devices == 0) {
+    for (const auto way : {weft::cuda::sharing::vmm, weft::cuda::sharing::legacy}) {
+      try {
+        weft::cuda::shareable_allocation memory(0, 1 << 20, way);
+        GPU_CHECK(false, "shareable memory was allocated without a GPU");
+      } catch (const weft::error& failure) {
+        std::printf("shareable_allocation(%s) with no device: %s\n", std::string(to_string(way)).c_str(), failure.what());
+        GPU_CHECK(failure.code() == weft::errc::transport, failure.what());
+        GPU_CHECK(std::string(failure.what()).find("no CUDA device") != std::string::npos, failure.what());
+      }
+    }
+    try {
+      static_cast<void>(weft::cuda::sharing_for(0));
+      GPU_CHECK(false, "sharing_for(0) answered without a GPU");
+    } catch (const weft::error& failure) {
+      GPU_CHECK(std::string(failure.what()).find("no CUDA device") != std::string::npos, failure.what());
+    }
+  }
   return finish("no device");
 }

@@ -1,11 +1,10 @@
 // weft/transport/cuda/stream_operations.hpp — the driver's stream memory operations
-// (cuStreamWaitValue32, cuStreamWriteValue32), found at run time through the runtime's
-// cudaGetDriverEntryPointByVersion: a binary links cudart only, never the driver library, so
-// it starts on a machine without a driver and says so at the first call that needs one.
+// (cuStreamWaitValue32, cuStreamWriteValue32), found at run time (weft/transport/cuda/driver.hpp).
 #pragma once
 
 #include "weft/error.hpp"
 #include "weft/stream/flags.hpp"
+#include "weft/transport/cuda/driver.hpp"
 #include "weft/transport/cuda/runtime.hpp"
 
 #include <cuda.h>  // types and enums only: nothing here is linked against the driver
@@ -60,22 +59,11 @@ class stream_operations {
   static constexpr unsigned abi_version = 11070;  // the _v2 stream memory operations
 
   stream_operations() {
-    wait_ = reinterpret_cast<wait_function>(resolve("cuStreamWaitValue32"));
-    write_ = reinterpret_cast<write_function>(resolve("cuStreamWriteValue32"));
-    batch_ = reinterpret_cast<batch_function>(resolve("cuStreamBatchMemOp"));
-  }
-
-  static void* resolve(const char* symbol) {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    check(cudaGetDriverEntryPointByVersion(symbol, &function, abi_version, cudaEnableDefault, &found),
-          std::string("cudaGetDriverEntryPointByVersion(") + symbol + ")");
-    if (function == nullptr || found != cudaDriverEntryPointSuccess) {
-      throw error(errc::transport, std::string("the CUDA driver has no ") + symbol +
-                                       " (stream memory operations); weft's CUDA communicators need a driver "
-                                       "for CUDA 11.7 or later");
-    }
-    return function;
+    constexpr const char* purpose =
+        "stream memory operations; weft's CUDA communicators need a driver for CUDA 11.7 or later";
+    wait_ = driver_function<wait_function>("cuStreamWaitValue32", abi_version, purpose);
+    write_ = driver_function<write_function>("cuStreamWriteValue32", abi_version, purpose);
+    batch_ = driver_function<batch_function>("cuStreamBatchMemOp", abi_version, purpose);
   }
 
   // Flags live in mapped pinned host memory: under unified addressing its host address is the
@@ -84,11 +72,7 @@ class stream_operations {
     return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(flag));
   }
 
-  static void checked(CUresult status, const char* what) {
-    if (status != CUDA_SUCCESS) {
-      throw error(errc::transport, std::string(what) + " failed: CUresult " + std::to_string(static_cast<int>(status)));
-    }
-  }
+  static void checked(CUresult status, const char* what) { check_driver(status, what); }
 
   wait_function wait_ = nullptr;
   write_function write_ = nullptr;
