@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -169,12 +170,73 @@ inline sharing sharing_for(int device) {
   return sharing::legacy;
 }
 
+namespace detail {
+
+// What both sides hold: a mapping of device memory, released as it was made (unmapped and
+// released for vmm; cudaFree by the exporter and cudaIpcCloseMemHandle by an importer for
+// legacy). Movable, not copyable.
+class device_mapping {
+ public:
+  device_mapping(const device_mapping&) = delete;
+  device_mapping& operator=(const device_mapping&) = delete;
+
+  int device() const { return device_; }
+  sharing way() const { return way_; }
+  std::byte* data() const { return address_; }
+  std::size_t size() const { return size_; }  // bytes mapped
+
+ protected:
+  device_mapping(int device, sharing way, bool imported) : device_(device), way_(way), imported_(imported) {}
+  ~device_mapping() { free(); }
+  device_mapping(device_mapping&& other) noexcept { take(other); }
+  device_mapping& operator=(device_mapping&& other) noexcept {
+    if (this != &other) {
+      free();
+      take(other);
+    }
+    return *this;
+  }
+
+  void free() noexcept {
+    if (address_ == nullptr) return;
+    if (way_ == sharing::legacy) {
+      static_cast<void>(imported_ ? cudaIpcCloseMemHandle(address_) : cudaFree(address_));
+    } else {
+      const auto& driver = vmm_driver::get();
+      const auto address = reinterpret_cast<CUdeviceptr>(address_);
+      static_cast<void>(driver.unmap(address, size_));
+      static_cast<void>(driver.address_free(address, size_));
+      static_cast<void>(driver.release(handle_));
+    }
+    address_ = nullptr;
+  }
+
+  int device_ = 0;
+  sharing way_ = sharing::vmm;
+  bool imported_ = false;
+  std::size_t size_ = 0;
+  CUmemGenericAllocationHandle handle_ = 0;
+  std::byte* address_ = nullptr;
+
+ private:
+  void take(device_mapping& other) noexcept {
+    device_ = other.device_;
+    way_ = other.way_;
+    imported_ = other.imported_;
+    size_ = other.size_;
+    handle_ = other.handle_;
+    address_ = std::exchange(other.address_, nullptr);
+  }
+};
+
+}  // namespace detail
+
 // Device memory of this process that other processes of the host can map.
-class shareable_allocation {
+class shareable_allocation : public detail::device_mapping {
  public:
   // At least `bytes` of `device`'s memory, shared the way sharing_for(device) says (or `way`).
   shareable_allocation(int device, std::size_t bytes) : shareable_allocation(device, bytes, sharing_for(device)) {}
-  shareable_allocation(int device, std::size_t bytes, sharing way) : device_(device), way_(way) {
+  shareable_allocation(int device, std::size_t bytes, sharing way) : device_mapping(device, way, false) {
     const std::string what = std::to_string(bytes) + " bytes of device " + std::to_string(device);
     const detail::context_scope on(device);
     if (way_ == sharing::legacy) {
@@ -198,20 +260,8 @@ class shareable_allocation {
       throw;
     }
   }
-  ~shareable_allocation() { free(); }
-  shareable_allocation(shareable_allocation&& other) noexcept { take(other); }
-  shareable_allocation& operator=(shareable_allocation&& other) noexcept {
-    if (this != &other) {
-      free();
-      take(other);
-    }
-    return *this;
-  }
-
-  int device() const { return device_; }
-  sharing way() const { return way_; }
-  std::byte* data() const { return address_; }
-  std::size_t size() const { return size_; }  // bytes mapped (rounded up to the granularity)
+  shareable_allocation(shareable_allocation&&) noexcept = default;
+  shareable_allocation& operator=(shareable_allocation&&) noexcept = default;
 
   // vmm: a new file descriptor for the memory, the caller's to pass on and close.
   int export_descriptor() const {
@@ -231,44 +281,25 @@ class shareable_allocation {
   }
 
  private:
-  void free() noexcept {
-    if (address_ == nullptr) return;
-    if (way_ == sharing::legacy) {
-      static_cast<void>(cudaFree(address_));
-    } else {
-      const auto& driver = detail::vmm_driver::get();
-      const auto address = reinterpret_cast<CUdeviceptr>(address_);
-      static_cast<void>(driver.unmap(address, size_));
-      static_cast<void>(driver.address_free(address, size_));
-      static_cast<void>(driver.release(handle_));
-    }
-    address_ = nullptr;
-  }
-  void take(shareable_allocation& other) noexcept {
-    device_ = other.device_;
-    way_ = other.way_;
-    size_ = other.size_;
-    granularity_ = other.granularity_;
-    handle_ = other.handle_;
-    address_ = std::exchange(other.address_, nullptr);
-  }
-
-  int device_ = 0;
-  sharing way_ = sharing::vmm;
-  std::size_t size_ = 0;
   std::size_t granularity_ = 0;
-  CUmemGenericAllocationHandle handle_ = 0;
-  std::byte* address_ = nullptr;
 };
 
 // Another process's shareable_allocation, mapped for `device` of this process.
-class imported_allocation {
+class imported_allocation : public detail::device_mapping {
  public:
   // vmm: from the descriptor the exporter handed over (this object closes it) and the size it
   // said (shareable_allocation::size()).
-  imported_allocation(int device, int descriptor, std::size_t bytes) : device_(device), way_(sharing::vmm), size_(bytes) {
+  imported_allocation(int device, int descriptor, std::size_t bytes) : device_mapping(device, sharing::vmm, true) {
+    size_ = bytes;
     const std::string what = "a peer's " + std::to_string(bytes) + " bytes on device " + std::to_string(device);
-    const detail::context_scope on(device);
+    std::optional<detail::context_scope> on;
+    try {
+      on.emplace(device);
+      static_cast<void>(detail::vmm_driver::get());
+    } catch (...) {
+      ::close(descriptor);  // ours to close, whatever happens
+      throw;
+    }
     const auto& driver = detail::vmm_driver::get();
     const CUresult imported = driver.import_handle(&handle_, reinterpret_cast<void*>(static_cast<std::intptr_t>(descriptor)),
                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -288,55 +319,16 @@ class imported_allocation {
   }
   // legacy: from the exporter's handle.
   imported_allocation(int device, const cudaIpcMemHandle_t& handle, std::size_t bytes)
-      : device_(device), way_(sharing::legacy), size_(bytes) {
+      : device_mapping(device, sharing::legacy, true) {
+    size_ = bytes;
     const detail::context_scope on(device);
     void* pointer = nullptr;
     check(cudaIpcOpenMemHandle(&pointer, handle, cudaIpcMemLazyEnablePeerAccess),
           "cudaIpcOpenMemHandle of a peer's " + std::to_string(bytes) + " bytes on device " + std::to_string(device));
     address_ = static_cast<std::byte*>(pointer);
   }
-  ~imported_allocation() { free(); }
-  imported_allocation(imported_allocation&& other) noexcept { take(other); }
-  imported_allocation& operator=(imported_allocation&& other) noexcept {
-    if (this != &other) {
-      free();
-      take(other);
-    }
-    return *this;
-  }
-
-  int device() const { return device_; }
-  sharing way() const { return way_; }
-  std::byte* data() const { return address_; }
-  std::size_t size() const { return size_; }
-
- private:
-  void free() noexcept {
-    if (address_ == nullptr) return;
-    if (way_ == sharing::legacy) {
-      static_cast<void>(cudaIpcCloseMemHandle(address_));
-    } else {
-      const auto& driver = detail::vmm_driver::get();
-      const auto address = reinterpret_cast<CUdeviceptr>(address_);
-      static_cast<void>(driver.unmap(address, size_));
-      static_cast<void>(driver.address_free(address, size_));
-      static_cast<void>(driver.release(handle_));
-    }
-    address_ = nullptr;
-  }
-  void take(imported_allocation& other) noexcept {
-    device_ = other.device_;
-    way_ = other.way_;
-    size_ = other.size_;
-    handle_ = other.handle_;
-    address_ = std::exchange(other.address_, nullptr);
-  }
-
-  int device_ = 0;
-  sharing way_ = sharing::vmm;
-  std::size_t size_ = 0;
-  CUmemGenericAllocationHandle handle_ = 0;
-  std::byte* address_ = nullptr;
+  imported_allocation(imported_allocation&&) noexcept = default;
+  imported_allocation& operator=(imported_allocation&&) noexcept = default;
 };
 
 }  // namespace weft::cuda
