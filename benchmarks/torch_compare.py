@@ -8,9 +8,9 @@ Part 1: torch.distributed.all_reduce of float32 SUM, 1 KiB to 64 MiB, the two ba
 turns at every size (--rounds times each, each timing at least --min-time seconds of calls); time
 per call is the slowest rank's, the best round's in the table; busbw = size x 2(n-1)/n / time,
 as nccl-tests reports it. The last column is the median over rounds of the ratio within a round
-(the two backends timed back to back), which the machine's noise moves less than the best. Part 2: the model of
-examples/torch_ddp.py under DistributedDataParallel, one copy over each group, steps taking
-turns. Rank 0 prints markdown tables and the ratios weft/gloo.
+(the two backends timed back to back), which the machine's noise moves less than the best.
+Part 2: the model of examples/torch_ddp.py under DistributedDataParallel, one copy over each
+group, steps taking turns. Rank 0 prints markdown tables and the ratios weft/gloo.
 """
 
 import argparse

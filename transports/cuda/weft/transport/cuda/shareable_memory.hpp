@@ -6,7 +6,7 @@
 //   // ... hand fd to a peer process (SCM_RIGHTS) with mine.size() ...
 //   weft::cuda::imported_allocation theirs(device, fd, bytes);      // in the peer: mapped there
 //
-// Two ways, chosen per device (weft::cuda::sharing_for) and said by sharing():
+// Two ways, chosen per device (weft::cuda::sharing_for) and said by way():
 //   vmm     the driver's virtual memory management: cuMemCreate with POSIX file descriptors
 //           as the shareable handle type, mapped with cuMemMap and made readable and writable
 //           by the device with cuMemSetAccess; cuMemExportToShareableHandle gives a descriptor
@@ -249,12 +249,13 @@ class shareable_allocation : public detail::device_mapping {
     const auto& driver = detail::vmm_driver::get();
     const CUdevice handle = detail::driver_device(driver, device);
     const CUmemAllocationProp properties = detail::exportable_properties(handle);
-    detail::check_driver(driver.granularity(&granularity_, &properties, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+    std::size_t granularity = 0;
+    detail::check_driver(driver.granularity(&granularity, &properties, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                          "cuMemGetAllocationGranularity on device " + std::to_string(device));
-    size_ = std::max<std::size_t>(1, (bytes + granularity_ - 1) / granularity_) * granularity_;
+    size_ = std::max<std::size_t>(1, (bytes + granularity - 1) / granularity) * granularity;
     detail::check_driver(driver.create(&handle_, size_, &properties, 0), "cuMemCreate of " + what);
     try {
-      address_ = reinterpret_cast<std::byte*>(detail::map_on(driver, handle_, size_, granularity_, handle, what));
+      address_ = reinterpret_cast<std::byte*>(detail::map_on(driver, handle_, size_, granularity, handle, what));
     } catch (...) {
       static_cast<void>(driver.release(handle_));
       throw;
@@ -279,9 +280,6 @@ class shareable_allocation : public detail::device_mapping {
     check(cudaIpcGetMemHandle(&handle, address_), "cudaIpcGetMemHandle on device " + std::to_string(device_));
     return handle;
   }
-
- private:
-  std::size_t granularity_ = 0;
 };
 
 // Another process's shareable_allocation, mapped for `device` of this process.
@@ -293,14 +291,15 @@ class imported_allocation : public detail::device_mapping {
     size_ = bytes;
     const std::string what = "a peer's " + std::to_string(bytes) + " bytes on device " + std::to_string(device);
     std::optional<detail::context_scope> on;
+    const detail::vmm_driver* found = nullptr;
     try {
       on.emplace(device);
-      static_cast<void>(detail::vmm_driver::get());
+      found = &detail::vmm_driver::get();
     } catch (...) {
       ::close(descriptor);  // ours to close, whatever happens
       throw;
     }
-    const auto& driver = detail::vmm_driver::get();
+    const detail::vmm_driver& driver = *found;
     const CUresult imported = driver.import_handle(&handle_, reinterpret_cast<void*>(static_cast<std::intptr_t>(descriptor)),
                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     ::close(descriptor);  // the imported handle holds the memory now

@@ -2,7 +2,6 @@
 // (cuStreamWaitValue32, cuStreamWriteValue32), found at run time (weft/transport/cuda/driver.hpp).
 #pragma once
 
-#include "weft/error.hpp"
 #include "weft/stream/flags.hpp"
 #include "weft/transport/cuda/driver.hpp"
 #include "weft/transport/cuda/runtime.hpp"
@@ -14,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
 
 namespace weft::cuda::detail {
 
@@ -29,7 +27,7 @@ class stream_operations {
 
   // Enqueues "wait until (int32_t)(*flag - value) >= 0" on `stream`.
   void wait(cudaStream_t stream, const std::uint32_t* flag, std::uint32_t value) const {
-    checked(wait_(stream, address(flag), value, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+    check_driver(wait_(stream, address(flag), value, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
   }
   // Enqueues every wait of `waits` on `stream` in one call (cuStreamBatchMemOp), in order.
   void wait_all(cudaStream_t stream, std::span<const weft::stream::flag_wait> waits) const {
@@ -44,12 +42,12 @@ class stream_operations {
         batch[i].waitValue.value = waits[first + i].value;
         batch[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
       }
-      checked(batch_(stream, static_cast<unsigned>(count), batch, 0), "cuStreamBatchMemOp");
+      check_driver(batch_(stream, static_cast<unsigned>(count), batch, 0), "cuStreamBatchMemOp");
     }
   }
   // Enqueues "*flag = value" on `stream`, after the work before it is visible.
   void write(cudaStream_t stream, std::uint32_t* flag, std::uint32_t value) const {
-    checked(write_(stream, address(flag), value, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    check_driver(write_(stream, address(flag), value, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
   }
 
  private:
@@ -71,8 +69,6 @@ class stream_operations {
   static CUdeviceptr address(const std::uint32_t* flag) {
     return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(flag));
   }
-
-  static void checked(CUresult status, const char* what) { check_driver(status, what); }
 
   wait_function wait_ = nullptr;
   write_function write_ = nullptr;
