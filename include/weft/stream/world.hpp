@@ -45,6 +45,7 @@
 #include "weft/error.hpp"
 #include "weft/stream/endpoint.hpp"
 #include "weft/stream/flags.hpp"
+#include "weft/stream/lanes.hpp"
 #include "weft/stream/whole_collective.hpp"
 #include "weft/transport.hpp"
 
@@ -177,12 +178,7 @@ class world {
  private:
   friend class transport<Backend>;
 
-  struct lane {
-    stream_type stream;
-    memory_type memory;
-    flag_ticket last;  // the last transfer's done flag (a word that is never written: idle)
-    std::vector<std::uint32_t> posts;  // the last transfer's posts (sender, receiver; or every rank's)
-  };
+  using lane = detail::lane<Backend>;
 
   struct rank_state {
     rank_state(int d, stream_type s, bool own, memory_type m) : device(d), stream(s), owns_stream(own), memory(std::move(m)) {}
@@ -290,24 +286,8 @@ class world {
     l.last = sent.done;
   }
 
-  // The lane for a transfer whose sides posted at `posts` (a pair's sender and receiver, or
-  // every rank of a whole collective), from `mine` (the pair's lanes, or a device's): the first
-  // that is idle, or whose last transfer was posted before this one on every side (then
-  // whatever that one waits for, this one waits for too, and queueing behind it delays
-  // nothing); else a new lane on `device`. Transfers posted in order on every side (the usual
-  // case) share one lane.
-  lane& lane_after(std::vector<std::unique_ptr<lane>>& mine, int device, std::span<const std::uint32_t> posts) {
-    auto later = [](std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) > 0; };
-    for (auto& l : mine) {
-      const bool after = std::equal(posts.begin(), posts.end(), l->posts.begin(), later);
-      if (l->last.word == nullptr || l->last.done() || after) {
-        l->posts.assign(posts.begin(), posts.end());
-        return *l;
-      }
-    }
-    const stream_type s = backend_.make_stream(device);
-    mine.push_back(std::make_unique<lane>(lane{s, backend_.memory_on(device, s), {}, {posts.begin(), posts.end()}}));
-    return *mine.back();
+  lane& lane_after(detail::lane_set<Backend>& mine, int device, std::span<const std::uint32_t> posts) {
+    return detail::lane_after(backend_, mine, device, posts, [&](int d, stream_type s) { return backend_.memory_on(d, s); });
   }
 
   bool runs_collectives() const { return reaches_all_; }
@@ -534,12 +514,7 @@ class world {
 
   bool lanes_idle() {
     std::lock_guard lock(mutex_);
-    for (auto& mine : lanes_) {
-      for (auto& l : mine) {
-        if (!backend_.idle(l->stream)) return false;
-      }
-    }
-    return true;
+    return detail::lanes_idle(backend_, lanes_);
   }
 
   // The destructor's bounded wait: streams with work left after 10 s are released by abort.
@@ -565,10 +540,7 @@ class world {
   }
 
   void destroy_streams() noexcept {
-    for (auto& mine : lanes_) {
-      for (auto& l : mine) backend_.destroy_stream(l->stream);
-    }
-    lanes_.clear();
+    detail::destroy_lanes(backend_, lanes_);
     for (auto& r : ranks_) {
       if (r->owns_stream) backend_.destroy_stream(r->stream);
     }
@@ -580,7 +552,7 @@ class world {
   std::vector<std::unique_ptr<rank_state>> ranks_;
   std::deque<transport<Backend>> endpoints_;
   // per pair: sender * size + receiver; then per rank: size * size + rank, its whole collectives
-  std::vector<std::vector<std::unique_ptr<lane>>> lanes_;
+  std::vector<detail::lane_set<Backend>> lanes_;
   std::vector<std::unique_ptr<detail::whole_call>> wholes_;  // whole collectives not yet forgotten
   bool reaches_all_ = true;  // every rank's device reaches every rank's memory
   std::vector<std::vector<int>> ranks_on_device_;  // by distinct device, in order of first rank

@@ -74,7 +74,7 @@ inline void engine::meet(bootstrap::store& meeting) {
     const auto deadline = deadline_clock::now() + settings_.connect_timeout;
     const std::string key = settings_.prefix + "/shm/";
     bootstrap::claim_rank(meeting, settings_.prefix + "/shm-rank/" + std::to_string(rank_), rank_);
-    region_server server(settings_.secret, own_.descriptor(), shape_.total(), size_ - 1);
+    region_server server(settings_.secret, region_handover(own_.descriptor(), shape_.total()), size_ - 1);
     const std::string identity = host_identity();
     const std::string here = host_name();
     meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" +

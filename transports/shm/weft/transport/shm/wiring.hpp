@@ -2,7 +2,8 @@
 //
 // Each rank listens on a Unix socket in the abstract namespace (no file to leave behind), named
 // in the bootstrap store with the host it runs on. Every rank connects to every other, presents
-// the job's secret, and is handed the peer's region descriptor (SCM_RIGHTS) and size; the
+// the job's secret, and is handed the peer's region descriptor (SCM_RIGHTS) and size (a
+// stream-ordered rank hands over its flags' region and its device pool the same way); the
 // socket's credentials (SO_PEERCRED) name the peer's process, which the engine then watches
 // through a pidfd. Ranks on different hosts are refused, naming both hosts.
 #pragma once
@@ -108,30 +109,37 @@ inline bool read_all(int fd, void* into, std::size_t bytes, deadline_clock::time
   return true;
 }
 
-inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'S', 'H', 'M', '1'};
+inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'S', 'H', 'M', '2'};
+inline constexpr std::size_t most_descriptors = 4;
+inline constexpr std::size_t most_payload = 4096;
 
-// One message of a region's size with room for one descriptor (SCM_RIGHTS), to send or receive.
-struct descriptor_message {
-  explicit descriptor_message(std::uint64_t* bytes) : payload{bytes, sizeof *bytes} {
-    header.msg_iov = &payload;
-    header.msg_iovlen = 1;
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
-  }
-  descriptor_message(const descriptor_message&) = delete;
-  descriptor_message& operator=(const descriptor_message&) = delete;
-
-  iovec payload;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr header{};
+// What a rank hands each peer that presents the secret: up to most_descriptors file
+// descriptors (SCM_RIGHTS) and a payload of at most most_payload bytes that says what they are.
+struct handover {
+  std::vector<int> descriptors;
+  std::string payload;
 };
 
-// Serves this rank's region to the peers that present the secret, on its own thread, until
+// What a peer was handed, and the process that handed it (SO_PEERCRED) with a pidfd that says
+// when that process ends (-1: none). The descriptors are the receiver's to close.
+struct fetched {
+  std::vector<int> descriptors;
+  std::string payload;
+  pid_t pid = 0;
+  int pidfd = -1;
+};
+
+// Serves this rank's handover to the peers that present the secret, on its own thread, until
 // every peer has it (or stop()).
 class region_server {
  public:
-  region_server(const std::string& secret, int descriptor, std::uint64_t bytes, int peers)
-      : secret_(secret), descriptor_(descriptor), bytes_(bytes), peers_(peers) {
+  region_server(const std::string& secret, handover offer, int peers)
+      : secret_(secret), offer_(std::move(offer)), peers_(peers) {
+    if (offer_.descriptors.size() > most_descriptors || offer_.payload.size() > most_payload) {
+      throw error(errc::invalid_argument, "shm transport: a handover holds at most " +
+                                              std::to_string(most_descriptors) + " descriptors and " +
+                                              std::to_string(most_payload) + " bytes");
+    }
     std::random_device entropy;
     name_ = "weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(entropy()) + std::to_string(entropy());
     listener_ = socket_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -148,7 +156,7 @@ class region_server {
   region_server& operator=(const region_server&) = delete;
 
   const std::string& name() const { return name_; }
-  // Waits, until the deadline, for every peer to have fetched the region; then stops serving.
+  // Waits, until the deadline, for every peer to have fetched the handover; then stops serving.
   bool finish(deadline_clock::time_point deadline) {
     while (served_.load() < peers_ && deadline_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -176,20 +184,35 @@ class region_server {
         continue;
       std::string offered(length, '\0');
       if (!read_all(client.get(), offered.data(), length, deadline) || offered != secret_) continue;
-      // The answer: the region's size, with its descriptor attached.
-      descriptor_message message(&bytes_);
-      cmsghdr* header = CMSG_FIRSTHDR(&message.header);
-      header->cmsg_level = SOL_SOCKET;
-      header->cmsg_type = SCM_RIGHTS;
-      header->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(header), &descriptor_, sizeof(int));
-      if (::sendmsg(client.get(), &message.header, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof bytes_)) ++served_;
+      // The answer: how many descriptors and payload bytes, the descriptors attached, then the payload.
+      std::uint32_t counts[2] = {static_cast<std::uint32_t>(offer_.descriptors.size()),
+                                 static_cast<std::uint32_t>(offer_.payload.size())};
+      iovec head{counts, sizeof counts};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * most_descriptors)] = {};
+      msghdr message{};
+      message.msg_iov = &head;
+      message.msg_iovlen = 1;
+      if (!offer_.descriptors.empty()) {
+        const std::size_t fd_bytes = sizeof(int) * offer_.descriptors.size();
+        message.msg_control = control;
+        message.msg_controllen = CMSG_SPACE(fd_bytes);
+        cmsghdr* header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(fd_bytes);
+        std::memcpy(CMSG_DATA(header), offer_.descriptors.data(), fd_bytes);
+      }
+      if (::sendmsg(client.get(), &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof counts)) continue;
+      if (!offer_.payload.empty() &&
+          ::send(client.get(), offer_.payload.data(), offer_.payload.size(), MSG_NOSIGNAL) !=
+              static_cast<ssize_t>(offer_.payload.size()))
+        continue;
+      ++served_;
     }
   }
 
   std::string secret_;
-  int descriptor_;
-  std::uint64_t bytes_;
+  handover offer_;
   int peers_;
   std::string name_;
   socket_fd listener_;
@@ -198,8 +221,8 @@ class region_server {
   std::thread thread_;
 };
 
-// Fetches the region served at `name`: maps it and names its owner's process.
-inline peer_link fetch_region(const std::string& name, const std::string& secret, int peer,
+// Fetches what `peer` serves at `name` (its region_server), presenting the secret.
+inline fetched fetch_handover(const std::string& name, const std::string& secret, int peer,
                               deadline_clock::time_point deadline) {
   const std::string whose = "rank " + std::to_string(peer) + "'s region";
   socket_fd connection;
@@ -221,28 +244,79 @@ inline peer_link fetch_region(const std::string& name, const std::string& secret
   if (::send(connection.get(), hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
     throw error(errc::transport, "shm transport: cannot greet " + whose + ": " + std::strerror(errno));
   }
-  std::uint64_t bytes = 0;
-  descriptor_message message(&bytes);
+  std::uint32_t counts[2] = {0, 0};
+  iovec head{counts, sizeof counts};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * most_descriptors)] = {};
+  msghdr message{};
+  message.msg_iov = &head;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
   if (!ready(connection.get(), POLLIN, deadline) ||
-      ::recvmsg(connection.get(), &message.header, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof bytes)) {
+      ::recvmsg(connection.get(), &message, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof counts)) {
     throw error(errc::transport, "shm transport: " + whose +
                                      " was not handed over: is WEFT_SECRET the same on every rank?");
   }
-  const cmsghdr* header = CMSG_FIRSTHDR(&message.header);
-  if (header == nullptr || header->cmsg_type != SCM_RIGHTS) {
-    throw error(errc::transport, "shm transport: " + whose + " came without its descriptor");
+  fetched result;
+  for (const cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+       header = CMSG_NXTHDR(&message, const_cast<cmsghdr*>(header))) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t n = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < n; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
+      result.descriptors.push_back(fd);
+    }
   }
-  int fd = -1;
-  std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
-  peer_link link;
+  auto close_all = [&] {
+    for (int fd : result.descriptors) ::close(fd);
+  };
+  if (result.descriptors.size() != counts[0] || counts[1] > most_payload) {
+    close_all();
+    throw error(errc::transport, "shm transport: " + whose + " came with " + std::to_string(result.descriptors.size()) +
+                                     " of its " + std::to_string(counts[0]) + " descriptors");
+  }
+  result.payload.resize(counts[1]);
+  if (counts[1] != 0 && !read_all(connection.get(), result.payload.data(), counts[1], deadline)) {
+    close_all();
+    throw error(errc::transport, "shm transport: " + whose + " was cut short");
+  }
   ucred owner{};
   socklen_t owner_bytes = sizeof owner;
-  if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &owner, &owner_bytes) == 0) link.pid = owner.pid;
-  link.region = map_region(fd, static_cast<std::size_t>(bytes), whose);
-  link.region.forget_descriptor();
+  if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &owner, &owner_bytes) == 0) result.pid = owner.pid;
 #ifdef SYS_pidfd_open
-  if (link.pid > 0 && link.pid != ::getpid()) link.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, link.pid, 0));
+  if (result.pid > 0 && result.pid != ::getpid()) result.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, result.pid, 0));
 #endif
+  return result;
+}
+
+// What the shm transport hands over: its region (one descriptor, its size as the payload).
+inline handover region_handover(int descriptor, std::uint64_t bytes) {
+  return {{descriptor}, std::string(reinterpret_cast<const char*>(&bytes), sizeof bytes)};
+}
+
+// Fetches the region served at `name`: maps it and names its owner's process.
+inline peer_link fetch_region(const std::string& name, const std::string& secret, int peer,
+                              deadline_clock::time_point deadline) {
+  const std::string whose = "rank " + std::to_string(peer) + "'s region";
+  fetched got = fetch_handover(name, secret, peer, deadline);
+  std::uint64_t bytes = 0;
+  if (got.descriptors.size() != 1 || got.payload.size() != sizeof bytes) {
+    for (int fd : got.descriptors) ::close(fd);
+    if (got.pidfd >= 0) ::close(got.pidfd);
+    throw error(errc::transport, "shm transport: " + whose + " came without its descriptor");
+  }
+  std::memcpy(&bytes, got.payload.data(), sizeof bytes);
+  peer_link link;
+  link.pid = got.pid;
+  link.pidfd = got.pidfd;
+  try {
+    link.region = map_region(got.descriptors.front(), static_cast<std::size_t>(bytes), whose);
+  } catch (...) {
+    if (link.pidfd >= 0) ::close(link.pidfd);
+    throw;
+  }
+  link.region.forget_descriptor();
   return link;
 }
 

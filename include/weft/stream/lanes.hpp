@@ -1,0 +1,72 @@
+// weft/stream/lanes.hpp — the streams that carry transfers between the ranks of a
+// stream-ordered world (weft/stream/world.hpp, and the one whose ranks are processes,
+// weft/transport/shm/stream_ordered.hpp).
+//
+// A transfer waits for nothing but its posts (each side's "posted" flag reaching the value of
+// its post), so it runs on a lane of its own kind: a stream that never waits for anything a
+// rank's stream does after its post. Transfers share a lane when that delays nothing.
+#pragma once
+
+#include "weft/stream/flags.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace weft::stream::detail {
+
+template <class Backend, class Memory = typename Backend::memory_type>
+struct lane {
+  typename Backend::stream_type stream;
+  Memory memory;
+  flag_ticket last;  // the last transfer's done flag (a word that is never written: idle)
+  std::vector<std::uint32_t> posts;  // the last transfer's posts (sender, receiver; or every rank's)
+};
+
+template <class Backend, class Memory = typename Backend::memory_type>
+using lane_set = std::vector<std::unique_ptr<lane<Backend, Memory>>>;
+
+// The lane for a transfer whose sides posted at `posts`, from `mine`: the first that is idle, or
+// whose last transfer was posted before this one on every side (then whatever that one waits
+// for, this one waits for too, and queueing behind it delays nothing); else a new lane on
+// `device`, whose memory space make_memory(device, stream) gives. Transfers posted in order on
+// every side (the usual case) share one lane.
+template <class Backend, class Memory, class MakeMemory>
+lane<Backend, Memory>& lane_after(Backend& backend, lane_set<Backend, Memory>& mine, int device,
+                                  std::span<const std::uint32_t> posts, MakeMemory make_memory) {
+  auto later = [](std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) > 0; };
+  for (auto& l : mine) {
+    const bool after = l->posts.size() == posts.size() && std::equal(posts.begin(), posts.end(), l->posts.begin(), later);
+    if (l->last.word == nullptr || l->last.done() || after) {
+      l->posts.assign(posts.begin(), posts.end());
+      return *l;
+    }
+  }
+  const auto s = backend.make_stream(device);
+  mine.push_back(std::make_unique<lane<Backend, Memory>>(
+      lane<Backend, Memory>{s, make_memory(device, s), {}, {posts.begin(), posts.end()}}));
+  return *mine.back();
+}
+
+// Whether every lane has run everything enqueued on it.
+template <class Backend, class Memory>
+bool lanes_idle(Backend& backend, const std::vector<lane_set<Backend, Memory>>& all) {
+  for (const auto& mine : all) {
+    for (const auto& l : mine) {
+      if (!backend.idle(l->stream)) return false;
+    }
+  }
+  return true;
+}
+
+template <class Backend, class Memory>
+void destroy_lanes(Backend& backend, std::vector<lane_set<Backend, Memory>>& all) noexcept {
+  for (auto& mine : all) {
+    for (auto& l : mine) backend.destroy_stream(l->stream);
+  }
+  all.clear();
+}
+
+}  // namespace weft::stream::detail

@@ -1,0 +1,699 @@
+// weft/transport/shm/ordered/world.hpp — one rank of a stream-ordered job whose ranks are
+// processes of one host: the protocol of weft/transport/shm/stream_ordered.hpp.
+//
+// A send's post enqueues, on the rank's stream, the staging copy (for a buffer outside the pool)
+// and the write of its `posted` word, then publishes an envelope in the receiver's region (tag,
+// size, where in the pool, the post, the done flag to write) and rings the receiver's doorbell.
+// A receive's post enqueues its own `posted` write. The receiver matches the two on its host:
+// at the receive's post when the envelope is there, else on its progress thread when the
+// envelope comes (messages of one pair and tag match in posting order). The match enqueues
+// the transfer on a lane of the receiver's device: wait for both posts, copy (or combine) from
+// the sender's pool into the receive buffer, write the receive's done flag and, in the
+// sender's region, the send's. A wait on either side only enqueues a wait for its done flag on
+// the rank's stream, so collectives only enqueue, as in one process (weft/stream/world.hpp).
+//
+// Faults. A peer's process that ends (its pidfd) or a peer that aborts (its region says so)
+// aborts this rank: every flag its streams may wait on is written, so they run to their end;
+// the next synchronize throws peer_lost naming the peer (or the peer's reason) after the lanes
+// are idle, and every later call throws.
+#pragma once
+
+#include "weft/bootstrap/store.hpp"
+#include "weft/error.hpp"
+#include "weft/detail/operation_pool.hpp"
+#include "weft/stream/endpoint.hpp"
+#include "weft/stream/flags.hpp"
+#include "weft/stream/lanes.hpp"
+#include "weft/transport/shm/ordered/region.hpp"
+#include "weft/transport/shm/ordered/sharing.hpp"
+#include "weft/transport/shm/pool.hpp"
+#include "weft/transport/shm/wiring.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace weft::shm::ordered {
+
+using weft::stream::flag_pool;
+using weft::stream::flag_ticket;
+using weft::stream::flag_wait;
+using weft::stream::read_flag;
+using weft::stream::reached;
+using weft::stream::store_flag;
+
+// What a rank is made with (weft::shm::stream_config says where each comes from).
+struct settings {
+  std::string prefix = "weft";
+  std::string secret;
+  std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
+  std::chrono::milliseconds stall_timeout{std::chrono::minutes(5)};  // a full FIFO, a full pool
+  std::size_t pool_bytes = std::size_t{256} << 20;
+  std::size_t envelopes = 256;  // per pair and direction
+  std::size_t flags = 16 * flag_chunk;
+};
+
+template <sharing_backend Backend>
+class world {
+ public:
+  using stream_type = typename Backend::stream_type;
+  using memory_type = pooled_memory<typename Backend::memory_type>;
+  using operation = weft::stream::detail::operation;
+
+  world(Backend backend, int rank, int size, int device, bootstrap::store* meeting, const settings& config)
+      : backend_(std::move(backend)), rank_(rank), size_(size), device_(device), config_(config),
+        shape_{static_cast<std::size_t>(size), config.envelopes, (config.flags + flag_chunk - 1) / flag_chunk * flag_chunk} {
+    if (size < 1 || rank < 0 || rank >= size) {
+      throw error(errc::invalid_argument, "stream-ordered transport: rank " + std::to_string(rank) + " of " +
+                                              std::to_string(size));
+    }
+    if (size > 1 && meeting == nullptr) {
+      throw error(errc::invalid_argument, "stream-ordered transport: " + std::to_string(size) +
+                                              " ranks need a bootstrap store to meet through");
+    }
+    if (config_.pool_bytes < detail::page_bytes || config_.envelopes < 2) {
+      throw error(errc::invalid_argument, "stream-ordered transport: a pool of at least 4096 bytes and at least "
+                                          "2 envelopes per pair");
+    }
+    own_ = detail::create_region(shape_.total());
+    backend_.register_host(own_.base(), own_.bytes());
+    registered_.push_back(own_.base());
+    views_.assign(static_cast<std::size_t>(size), region_view{nullptr, &shape_});
+    views_[static_cast<std::size_t>(rank)].base = own_.base();
+    pool_.emplace(backend_.make_pool(device_, config_.pool_bytes));
+    allocator_ = std::make_unique<detail::pool>(pool_->data(), config_.pool_bytes);
+    pool_bases_.assign(static_cast<std::size_t>(size), nullptr);
+    pool_bases_[static_cast<std::size_t>(rank)] = pool_->data();
+    peer_pools_.resize(static_cast<std::size_t>(size));
+    pids_.assign(static_cast<std::size_t>(size), 0);
+    pidfds_.assign(static_cast<std::size_t>(size), -1);
+    stream_ = backend_.make_stream(device_);
+    memory_.emplace(backend_.memory_on(device_, stream_), allocator_.get());
+    flag_memory_.emplace(mine().flags(), shape_.flags);
+    flags_.emplace(*flag_memory_);
+    sent_.assign(static_cast<std::size_t>(size), 0);
+    read_.assign(static_cast<std::size_t>(size), 0);
+    arrived_.resize(static_cast<std::size_t>(size));
+    pending_.resize(static_cast<std::size_t>(size));
+    lanes_.resize(static_cast<std::size_t>(size));
+    highest_post_.assign(static_cast<std::size_t>(size), 0);
+    try {
+      if (size > 1) meet(*meeting);
+    } catch (...) {
+      teardown();
+      throw;
+    }
+    progress_ = std::thread([this] { progress(); });
+  }
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+  ~world() {
+    drain_or_abort();
+    stopping_ = true;
+    detail::ring(mine().control());
+    if (progress_.joinable()) progress_.join();
+    mine().control()->closed.store(1, std::memory_order_seq_cst);
+    teardown();
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int device() const { return device_; }
+  stream_type stream() const { return stream_; }
+  memory_type& memory() { return *memory_; }
+  std::string_view pool_way() const { return pool_->way(); }
+  std::size_t pool_bytes() const { return config_.pool_bytes; }
+  int watched() const {
+    return static_cast<int>(std::count_if(pidfds_.begin(), pidfds_.end(), [](int fd) { return fd >= 0; }));
+  }
+
+  // Waits until everything enqueued on this rank's stream has run; throws errc::timeout after
+  // `timeout` naming what the stream waits for. After an abort it also waits for the lanes
+  // (they may touch this rank's buffers), then throws what aborted the world.
+  void synchronize(int rank, std::chrono::milliseconds timeout) {
+    if (rank != rank_) {
+      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + " cannot synchronize rank " +
+                                              std::to_string(rank) + ", a rank of another process");
+    }
+    const auto deadline = deadline_clock::now() + timeout;
+    wait_until([&] { return backend_.idle(stream_); }, deadline, timeout);
+    if (aborted()) wait_until([&] { return lanes_idle(); }, deadline, timeout);
+    std::lock_guard lock(mutex_);
+    waits_.clear();
+    refuse_if_aborted();
+  }
+
+  // Releases every stream of this rank and tells the peers (they abort too); later calls throw.
+  void abort(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    abort_locked(reason.empty() ? "aborted by the caller" : reason, errc::transport);
+  }
+  bool aborted() const {
+    std::lock_guard lock(mutex_);
+    return aborted_.has_value();
+  }
+
+  void note_call(weft::stream::detail::call_note note) {
+    std::lock_guard lock(mutex_);
+    note_ = note;
+  }
+
+  operation* post_send(int peer, tag_t tag, const std::byte* data, std::size_t size) {
+    std::unique_lock lock(mutex_);
+    refuse_if_aborted();
+    const auto p = static_cast<std::size_t>(peer);
+    const region_view to = views_[p];
+    wait_for_room(lock, peer, to);
+    const std::byte* where = data;
+    std::byte* staged = nullptr;
+    if (size != 0 && !memory_->in_pool(data, size)) {
+      staged = stage(lock, size);
+      memory_->copy({staged, size}, {data, size});
+      where = staged;
+    }
+    operation* op = acquire(true, rank_, peer, tag, size);
+    op->send_data = data;
+    op->done = flags_->take();
+    op->settled = true;
+    flags_->give_back(op->done, true);  // the receiver's transfer writes it
+    if (staged != nullptr) staged_.push_back({op->done, staged, size});
+    envelope& e = *to.slot(rank_, sent_[p]);
+    e.tag = tag;
+    e.bytes = size;
+    e.where = size == 0 ? 0 : static_cast<std::uint64_t>(where - pool_->data());
+    e.posted = op->posted;
+    e.flag = static_cast<std::uint32_t>(op->done.word - mine().flags());
+    e.value = op->done.value;
+    e.sequence.store(++sent_[p], std::memory_order_release);
+    detail::ring(to.control());
+    return op;
+  }
+
+  operation* post_recv(int peer, tag_t tag, std::byte* data, std::size_t size, const weft::detail::reducer* combine,
+                       const std::byte* own) {
+    std::lock_guard lock(mutex_);
+    refuse_if_aborted();
+    operation* op = acquire(false, peer, rank_, tag, size);
+    op->recv_data = data;
+    if (combine != nullptr) op->combine.emplace(*combine);
+    op->own = own;
+    op->done = flags_->take();
+    const auto p = static_cast<std::size_t>(peer);
+    drain(peer);
+    auto& waiting = arrived_[p];
+    const auto found = std::find_if(waiting.begin(), waiting.end(), [&](const announced& e) { return e.tag == tag; });
+    if (found == waiting.end()) {
+      pending_[p].push_back(op);
+      return op;
+    }
+    const announced e = *found;
+    waiting.erase(found);
+    transfer(*op, e);
+    if (op->failed) throw error(errc::mismatch, mismatch_message(*op));
+    return op;
+  }
+
+  // Orders this rank's stream after the operation's transfer; never blocks the host.
+  bool enqueue_wait(operation* op) {
+    std::lock_guard lock(mutex_);
+    if (op->failed) throw error(errc::mismatch, mismatch_message(*op));
+    refuse_if_aborted();
+    if (op->waited) return true;
+    while (!waits_.empty() && waits_.front().done.done()) waits_.pop_front();
+    backend_.wait_flag(stream_, op->done.word, op->done.value);
+    op->waited = true;
+    waits_.push_back({op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
+    return true;
+  }
+
+  // The request is dropped: an unmatched receive nobody waited for is withdrawn; any other
+  // side not waited for is waited for now, so this rank's later work comes after its transfer.
+  void release(operation* op) {
+    std::lock_guard lock(mutex_);
+    op->released = true;
+    if (!op->settled && !op->waited) {
+      auto& queue = pending_[static_cast<std::size_t>(op->source)];
+      queue.erase(std::find(queue.begin(), queue.end(), op));
+      settle(op, false);
+      return;
+    }
+    if (!op->waited && !aborted_) {
+      backend_.wait_flag(stream_, op->done.word, op->done.value);
+      op->waited = true;
+    }
+    if (op->settled) ops_.release(op);
+  }
+
+ private:
+  // An envelope as read from this rank's FIFO.
+  struct announced {
+    std::uint64_t tag, bytes, where;
+    std::uint32_t posted, flag, value;
+  };
+  struct staging {
+    flag_ticket done;  // the send's done flag: the area is free again once it is written
+    std::byte* data;
+    std::size_t bytes;
+  };
+  using lane = weft::stream::detail::lane<Backend, memory_type>;
+
+  region_view mine() const { return views_[static_cast<std::size_t>(rank_)]; }
+  std::string who() const { return "rank " + std::to_string(rank_); }
+
+  operation* acquire(bool is_send, int source, int destination, tag_t tag, std::size_t size) {
+    operation* op = ops_.acquire();
+    *op = operation{};
+    op->source = source;
+    op->destination = destination;
+    op->tag = tag;
+    op->size = size;
+    op->is_send = is_send;
+    op->note = note_;
+    op->posted = ++posted_;
+    backend_.write_flag(stream_, mine().posted(), op->posted);
+    return op;
+  }
+
+  // Waits (the lock released) until the receiver's FIFO from this rank has room.
+  void wait_for_room(std::unique_lock<std::mutex>& lock, int peer, const region_view& to) {
+    const auto p = static_cast<std::size_t>(peer);
+    const auto deadline = deadline_clock::now() + config_.stall_timeout;
+    while (sent_[p] - to.tail(rank_)->value.load(std::memory_order_acquire) >= shape_.envelopes) {
+      if (deadline_clock::now() >= deadline) {
+        throw error(errc::timeout, who() + ": rank " + std::to_string(peer) + " has not read the last " +
+                                       std::to_string(shape_.envelopes) + " messages this rank sent it for " +
+                                       std::to_string(config_.stall_timeout.count()) + " ms");
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      lock.lock();
+      refuse_if_aborted();
+    }
+  }
+
+  // Room in the pool for a staged message, once the messages staged earlier are read.
+  std::byte* stage(std::unique_lock<std::mutex>& lock, std::size_t bytes) {
+    if (bytes > config_.pool_bytes) {
+      throw error(errc::invalid_argument,
+                  who() + ": a message of " + std::to_string(bytes) + " bytes from outside the pool cannot be staged "
+                          "through a pool of " + std::to_string(config_.pool_bytes) +
+                          " bytes; allocate the buffer from comm.memory() (read in place, one copy) or raise the "
+                          "pool's size; nothing was sent");
+    }
+    const auto deadline = deadline_clock::now() + config_.stall_timeout;
+    while (true) {
+      reclaim_staging();
+      if (std::byte* area = allocator_->take(bytes)) return area;
+      if (deadline_clock::now() >= deadline) {
+        throw error(errc::timeout, who() + ": the pool (" + std::to_string(config_.pool_bytes) +
+                                       " bytes) stayed full of messages not yet received for " +
+                                       std::to_string(config_.stall_timeout.count()) + " ms");
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      lock.lock();
+      refuse_if_aborted();
+    }
+  }
+
+  void reclaim_staging() {
+    std::erase_if(staged_, [&](const staging& s) {
+      if (!s.done.done()) return false;
+      allocator_->give_back(s.data, s.bytes);
+      return true;
+    });
+  }
+
+  // Reads the envelopes `sender` published since the last look; matches each with the oldest
+  // unmatched receive of its tag, or keeps it.
+  void drain(int sender) {
+    const auto s = static_cast<std::size_t>(sender);
+    const region_view here = mine();
+    while (true) {
+      envelope& e = *here.slot(sender, read_[s]);
+      if (e.sequence.load(std::memory_order_acquire) != read_[s] + 1) return;
+      const announced copy{e.tag, e.bytes, e.where, e.posted, e.flag, e.value};
+      here.tail(sender)->value.store(++read_[s], std::memory_order_release);
+      auto& queue = pending_[s];
+      const auto found = std::find_if(queue.begin(), queue.end(), [&](const operation* op) { return op->tag == copy.tag; });
+      if (found == queue.end()) {
+        arrived_[s].push_back(copy);
+        continue;
+      }
+      operation* op = *found;
+      queue.erase(found);
+      transfer(*op, copy);
+    }
+  }
+
+  // The lane's work for a matched receive: wait for both posts, copy or combine from the
+  // sender's pool, write both done flags.
+  void transfer(operation& op, const announced& e) {
+    const auto p = static_cast<std::size_t>(op.source);
+    const region_view from = views_[p];
+    std::uint32_t* sender_done = from.flags() + e.flag;
+    if (e.bytes != op.size) {
+      op.failed = true;
+      op.other_size = static_cast<std::size_t>(e.bytes);
+      store_flag(sender_done, e.value);
+      store_flag(op.done.word, op.done.value);
+      settle(&op, false);
+      abort_locked(mismatch_message(op), errc::mismatch);
+      return;
+    }
+    highest_post_[p] = std::max(highest_post_[p], e.posted, [](std::uint32_t a, std::uint32_t b) {
+      return static_cast<std::int32_t>(a - b) < 0;
+    });
+    const std::uint32_t posts[] = {e.posted, op.posted};
+    lane& l = weft::stream::detail::lane_after(backend_, lanes_[p], device_, posts, [&](int d, stream_type s) {
+      return memory_type(backend_.memory_on(d, s), allocator_.get());
+    });
+    const flag_wait waits[] = {{from.posted(), e.posted}, {mine().posted(), op.posted}};
+    if constexpr (requires { backend_.wait_flags(l.stream, std::span<const flag_wait>(waits)); }) {
+      backend_.wait_flags(l.stream, std::span<const flag_wait>(waits));
+    } else {
+      for (const auto& w : waits) backend_.wait_flag(l.stream, w.word, w.value);
+    }
+    const std::size_t n = op.size;
+    const std::byte* source = pool_bases_[p] + e.where;
+    if (n != 0 && op.combine) {
+      op.combine->apply_in(l.memory, {op.recv_data, n}, {op.own, n}, {source, n});
+    } else if (n != 0) {
+      l.memory.copy({op.recv_data, n}, {source, n});
+    }
+    backend_.write_flag(l.stream, op.done.word, op.done.value);
+    backend_.write_flag(l.stream, sender_done, e.value);
+    l.last = op.done;
+    settle(&op, true);
+  }
+
+  void settle(operation* op, bool written) {
+    if (op->settled) return;
+    op->settled = true;
+    flags_->give_back(op->done, written);
+    if (op->released) ops_.release(op);
+  }
+
+  // Locked. Releases this rank's streams and lanes, withdraws what is unmatched, and says so in
+  // this rank's region so that every peer aborts too.
+  void abort_locked(const std::string& reason, errc code) {
+    if (!aborted_) {
+      aborted_ = reason;
+      code_ = code;
+      state_block* state = mine().state();
+      const std::string told = who() + ": " + reason;
+      const std::size_t n = std::min(told.size(), sizeof state->reason - 1);
+      std::memcpy(state->reason, told.data(), n);
+      state->reason[n] = '\0';
+      state->aborted.store(1, std::memory_order_release);
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer != rank_ && views_[static_cast<std::size_t>(peer)].base != nullptr)
+          detail::ring(views_[static_cast<std::size_t>(peer)].control());
+      }
+    }
+    flags_->release_all();
+    for (int peer = 0; peer < size_; ++peer) {  // lanes waiting on a post that may never come
+      const region_view v = views_[static_cast<std::size_t>(peer)];
+      if (v.base == nullptr) continue;
+      const std::uint32_t highest = peer == rank_ ? posted_ : highest_post_[static_cast<std::size_t>(peer)];
+      if (!reached(read_flag(v.posted()), highest)) store_flag(v.posted(), highest);
+    }
+    for (auto& queue : pending_) {
+      for (operation* op : queue) settle(op, false);
+      queue.clear();
+    }
+  }
+
+  void refuse_if_aborted() const {
+    if (!aborted_) return;
+    throw error(code_ == errc::mismatch ? errc::transport : code_,
+                who() + ": this stream-ordered transport was aborted (" + *aborted_ + "); make a new one");
+  }
+
+  std::string mismatch_message(const operation& op) const {
+    return "rank " + std::to_string(op.source) + " sends " + std::to_string(op.other_size) + " bytes to rank " +
+           std::to_string(op.destination) + ", whose matching receive holds " + std::to_string(op.size) + " bytes (" +
+           std::string(to_string(op.note.kind)) + ", step " + std::to_string(op.note.step) + " on rank " +
+           std::to_string(op.destination) + "); the ranks made different calls, or with different counts";
+  }
+
+  // The progress thread: sleeps on this rank's doorbell (a peer rings it with each envelope),
+  // matches what came, and watches the peers' processes and regions.
+  void progress() {
+    control_block* control = mine().control();
+    while (!stopping_.load()) {
+      const std::uint32_t seen = control->doorbell.load(std::memory_order_acquire);
+      bool more = false;
+      {
+        std::lock_guard lock(mutex_);
+        try {
+          for (int sender = 0; sender < size_; ++sender) drain(sender);
+          watch_peers();
+        } catch (const std::exception& failure) {  // a device error while enqueuing: nothing runs any more
+          abort_locked(std::string("its progress thread failed: ") + failure.what(), errc::transport);
+        }
+        control->sleeping.store(1, std::memory_order_seq_cst);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        more = news();
+      }
+      if (!more && !stopping_.load()) detail::futex_wait(control->doorbell, seen, std::chrono::milliseconds(20));
+      control->sleeping.store(0, std::memory_order_relaxed);
+    }
+  }
+
+  // Whether some envelope is waiting to be read.
+  bool news() const {
+    const region_view here = mine();
+    for (int sender = 0; sender < size_; ++sender) {
+      const auto s = static_cast<std::size_t>(sender);
+      if (here.slot(sender, read_[s])->sequence.load(std::memory_order_acquire) == read_[s] + 1) return true;
+    }
+    return false;
+  }
+
+  // Locked. A peer whose process ended, or that aborted, aborts this rank.
+  void watch_peers() {
+    if (aborted_) return;
+    for (int peer = 0; peer < size_; ++peer) {
+      const auto p = static_cast<std::size_t>(peer);
+      if (peer == rank_) continue;
+      // A peer that closed its transport in order and then exits is not lost.
+      if (pidfds_[p] >= 0 && views_[p].control()->closed.load(std::memory_order_acquire) == 0) {
+        pollfd one{pidfds_[p], POLLIN, 0};
+        if (::poll(&one, 1, 0) > 0) {
+          abort_locked("rank " + std::to_string(peer) + " was lost: its process (pid " + std::to_string(pids_[p]) +
+                           ") ended",
+                       errc::peer_lost);
+          return;
+        }
+      }
+      const state_block* state = views_[p].state();
+      if (state->aborted.load(std::memory_order_acquire) != 0) {
+        abort_locked(std::string(state->reason, strnlen(state->reason, sizeof state->reason)), errc::peer_lost);
+        return;
+      }
+    }
+  }
+
+  template <class Done>
+  void wait_until(Done done, deadline_clock::time_point deadline, std::chrono::milliseconds timeout) {
+    const auto start = deadline_clock::now();
+    auto pause = std::chrono::microseconds(20);
+    while (!done()) {
+      const auto now = deadline_clock::now();
+      if (now >= deadline) throw timed_out(timeout);
+      if (now - start < std::chrono::microseconds(200)) {
+        std::this_thread::yield();
+        continue;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    }
+  }
+
+  bool lanes_idle() {
+    std::lock_guard lock(mutex_);
+    return weft::stream::detail::lanes_idle(backend_, lanes_);
+  }
+
+  error timed_out(std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mutex_);
+    const std::string head = who() + " (device " + std::to_string(device_) + "): its stream did not finish within " +
+                             std::to_string(timeout.count()) + " ms";
+    for (const auto& w : waits_) {
+      if (w.done.done()) continue;
+      return error(errc::timeout,
+                   head + ": it waits for rank " + std::to_string(w.peer) + " to " + (w.is_send ? "receive " : "send ") +
+                       std::to_string(w.size) + " bytes (" + std::string(to_string(w.note.kind)) +
+                       (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) + ", step " +
+                       std::to_string(w.note.step) + "); rank " + std::to_string(w.peer) + " may not have issued " +
+                       std::string(to_string(w.note.kind)) + ", or issued another call; abort() releases the streams");
+    }
+    return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
+  }
+
+  // The destructor's bounded wait for the streams; what is left after 10 s is released by abort.
+  void drain_or_abort() noexcept {
+    try {
+      const auto deadline = deadline_clock::now() + std::chrono::seconds(10);
+      auto busy = [&] { return !backend_.idle(stream_) || !lanes_idle(); };
+      while (busy()) {
+        if (deadline_clock::now() >= deadline) {
+          abort("rank " + std::to_string(rank_) + " was closed with work in flight");
+          while (busy()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    } catch (...) {  // a device error while draining: nothing more to wait for
+    }
+  }
+
+  // Meets the other ranks of this host: hands over this rank's region and pool, maps theirs.
+  void meet(bootstrap::store& meeting) {
+    const auto deadline = deadline_clock::now() + config_.connect_timeout;
+    const std::string key = config_.prefix + "/shm-ordered/";
+    bootstrap::claim_rank(meeting, config_.prefix + "/shm-ordered-rank/" + std::to_string(rank_), rank_);
+    detail::handover offer;
+    offer.descriptors.push_back(own_.descriptor());
+    if (pool_->descriptor() >= 0) offer.descriptors.push_back(pool_->descriptor());
+    const std::uint64_t sizes[2] = {own_.bytes(), config_.pool_bytes};
+    offer.payload.assign(reinterpret_cast<const char*>(sizes), sizeof sizes);
+    offer.payload += pool_->handle();
+    detail::region_server server(config_.secret, std::move(offer), size_ - 1);
+    const std::string identity = detail::host_identity();
+    const std::string here = detail::host_name();
+    const std::string shape = std::to_string(shape_.envelopes) + "/" + std::to_string(shape_.flags) + "/" +
+                              std::string(pool_->way());
+    meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" + shape);
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      const auto value = meeting.get(key + std::to_string(peer), deadline);
+      if (!value) {
+        throw error(errc::timeout, who() + " timed out after " + std::to_string(config_.connect_timeout.count()) +
+                                       " ms at start-up: no address from rank " + std::to_string(peer) + " (not started?)");
+      }
+      std::vector<std::string> field;
+      std::size_t start = 0;
+      for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
+        field.push_back(value->substr(start, bar - start));
+      field.push_back(value->substr(start));
+      if (field.size() != 4) throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + " published '" + *value + "'");
+      if (field[0] != identity) {
+        throw error(errc::invalid_argument, "stream-ordered transport: " + who() + " runs on host " + here + " and rank " +
+                                                std::to_string(peer) + " on host " + field[1] +
+                                                ": it joins the processes of one host");
+      }
+      if (field[3] != shape) {
+        throw error(errc::invalid_argument, "stream-ordered transport: rank " + std::to_string(peer) + " has envelopes/"
+                                            "flags/sharing " + field[3] + ", " + who() + " " + shape +
+                                            ": every rank must be built and configured alike");
+      }
+      attach(peer, detail::fetch_handover(field[2], config_.secret, peer, deadline));
+    }
+    if (!server.finish(deadline)) {
+      throw error(errc::timeout, who() + " timed out at start-up: not every rank fetched its region");
+    }
+  }
+
+  // Maps what `peer` handed over: its region (registered for the device) and its pool.
+  void attach(int peer, detail::fetched got) {
+    const auto p = static_cast<std::size_t>(peer);
+    pids_[p] = got.pid;
+    pidfds_[p] = got.pidfd;
+    std::uint64_t sizes[2] = {0, 0};
+    const bool with_fd = pool_->descriptor() >= 0;
+    if (got.payload.size() < sizeof sizes || got.descriptors.size() != (with_fd ? 2U : 1U)) {
+      for (int fd : got.descriptors) ::close(fd);
+      throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + "'s region came incomplete");
+    }
+    std::memcpy(sizes, got.payload.data(), sizeof sizes);
+    const std::string handle = got.payload.substr(sizeof sizes);
+    const int pool_fd = with_fd ? got.descriptors[1] : -1;
+    try {
+      if (sizes[0] != shape_.total()) {
+        ::close(got.descriptors[0]);
+        throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + "'s region has " +
+                                         std::to_string(sizes[0]) + " bytes, not " + std::to_string(shape_.total()));
+      }
+      peer_regions_.push_back(detail::map_region(got.descriptors[0], static_cast<std::size_t>(sizes[0]),
+                                                 "rank " + std::to_string(peer) + "'s region"));
+    } catch (...) {
+      if (pool_fd >= 0) ::close(pool_fd);
+      throw;
+    }
+    peer_regions_.back().forget_descriptor();
+    views_[p].base = peer_regions_.back().base();
+    backend_.register_host(views_[p].base, peer_regions_.back().bytes());
+    registered_.push_back(views_[p].base);
+    peer_pools_[p].emplace(backend_.map_pool(device_, pool_fd, handle, static_cast<std::size_t>(sizes[1])));
+    pool_bases_[p] = peer_pools_[p]->data();
+  }
+
+  void teardown() noexcept {
+    weft::stream::detail::destroy_lanes(backend_, lanes_);
+    if (stream_ != stream_type{}) backend_.destroy_stream(stream_);
+    stream_ = stream_type{};
+    for (std::byte* base : registered_) backend_.unregister_host(base);
+    registered_.clear();
+    for (int& fd : pidfds_) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  }
+
+  Backend backend_;
+  int rank_;
+  int size_;
+  int device_;
+  settings config_;
+  layout shape_;
+  detail::mapping own_;
+  std::vector<detail::mapping> peer_regions_;
+  std::vector<region_view> views_;           // every rank's region, this rank's included
+  std::vector<std::byte*> registered_;       // host regions registered with the backend
+  std::optional<typename Backend::pool_type> pool_;
+  std::unique_ptr<detail::pool> allocator_;  // over pool_
+  std::vector<std::optional<typename Backend::mapped_type>> peer_pools_;
+  std::vector<std::byte*> pool_bases_;       // every rank's pool as mapped here
+  std::vector<pid_t> pids_;
+  std::vector<int> pidfds_;
+  stream_type stream_{};
+  std::optional<memory_type> memory_;
+  std::optional<region_flags> flag_memory_;
+  std::optional<flag_pool<region_flags>> flags_;
+
+  mutable std::mutex mutex_;
+  std::uint32_t posted_ = 0;                      // the last value this rank's `posted` word is given
+  std::vector<std::uint64_t> sent_;               // per receiver: envelopes published to it
+  std::vector<std::uint64_t> read_;               // per sender: envelopes read from it
+  std::vector<std::deque<announced>> arrived_;    // per sender: envelopes not yet matched
+  std::vector<std::deque<operation*>> pending_;   // per sender: receives not yet matched
+  std::vector<weft::stream::detail::lane_set<Backend, memory_type>> lanes_;  // per sender
+  std::vector<std::uint32_t> highest_post_;       // per sender: the latest post a lane waits for
+  std::deque<weft::stream::detail::wait_record> waits_;
+  std::deque<staging> staged_;
+  weft::stream::detail::call_note note_;
+  weft::detail::operation_pool<operation> ops_;
+  std::optional<std::string> aborted_;
+  errc code_ = errc::transport;
+  std::atomic<bool> stopping_{false};
+  std::thread progress_;
+};
+
+}  // namespace weft::shm::ordered

@@ -1,0 +1,157 @@
+// weft/transport/shm/stream_ordered.hpp — ranks as processes of one host whose collectives only
+// enqueue work on streams: the shape of weft::cuda::ipc_transport (weft/transport/cuda/ipc.hpp),
+// written once over a backend that shares device memory between processes, and here on host
+// threads (weft::shm::host_stream_transport) for tests and for GPU programs on a host without one.
+//
+//   auto job = weft::shm::host_stream_session::from_environment();   // weft-run, mpirun, torchrun
+//   auto& memory = job.comm().memory();                 // the rank's pool: peers read it in place
+//   weft::allreduce(job.comm(), data, weft::sum{});     // enqueues on the rank's stream, returns
+//   weft::shm::synchronize(job.comm(), 10s);            // the result is there, or a timeout
+//
+// Wiring: each rank makes a region of host memory (envelopes and flags, registered with the
+// device) and a device pool, and hands both to the ranks of its host over a Unix socket
+// (SCM_RIGHTS; the job's secret checked), as the shm transport hands over its region. The
+// protocol (weft/transport/shm/ordered/world.hpp): a send announces itself in an envelope in
+// the receiver's region; the receiver's host matches it and enqueues the transfer, one copy (or
+// one combine, for a reducing receive) from the sender's pool into the receive buffer, ordered
+// by flags the streams wait on and write. Buffers from comm.memory() (the pool) are read in
+// place; any other buffer is first copied into the sender's pool by its stream.
+//
+// Faults: a peer whose process ends, or that aborts, releases every stream of every survivor
+// within a few milliseconds; their next synchronize throws peer_lost naming it.
+#pragma once
+
+#include "weft/bootstrap/environment.hpp"
+#include "weft/bootstrap/session.hpp"
+#include "weft/communicator.hpp"
+#include "weft/detail/env.hpp"
+#include "weft/detail/request_handle.hpp"
+#include "weft/transport.hpp"
+#include "weft/transport/shm/ordered/sharing.hpp"
+#include "weft/transport/shm/ordered/world.hpp"
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace weft::shm {
+
+// What a stream-ordered rank is made with, and the variables that set it (docs/tuning.md).
+struct stream_config : ordered::settings {
+  int device = -1;      // the rank's device; -1: the launcher's local rank modulo the devices seen
+  int local_rank = -1;  // the rank among those of its host, when the launcher says
+
+  // WEFT_TIMEOUT_MS (start-up, and how long a full FIFO or pool may stall a send) and
+  // WEFT_SHM_POOL_BYTES (the pool: default 256 MiB here); a value that cannot be read is refused.
+  static stream_config from_environment() {
+    namespace env = weft::detail::env;
+    stream_config result;
+    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) {
+      result.connect_timeout = *value;
+      result.stall_timeout = *value;
+    }
+    if (const auto value = env::bytes("WEFT_SHM_POOL_BYTES", std::uint64_t{1} << 40)) {
+      result.pool_bytes = static_cast<std::size_t>(*value);
+    }
+    return result;
+  }
+  // What the launch settled (weft::basic_session calls it): the job's secret and the local rank.
+  void adopt(const bootstrap::launch& where, const std::string& job_secret) {
+    secret = job_secret;
+    local_rank = where.local_rank;
+  }
+};
+
+// The device a rank uses: `config.device` when set, else its local rank (or, when the launcher
+// does not say, its rank) modulo the devices this process sees.
+inline int device_for(const stream_config& config, int rank, int devices) {
+  if (config.device >= 0) return config.device;
+  const int local = config.local_rank >= 0 ? config.local_rank : rank;
+  return devices > 0 ? local % devices : 0;
+}
+
+// One rank (weft::transport, weft::reducing_transport), stream-ordered over `Backend`.
+template <ordered::sharing_backend Backend, class Config = stream_config>
+class stream_transport {
+ public:
+  using world_type = ordered::world<Backend>;
+  using memory_type = typename world_type::memory_type;
+  using operation = weft::stream::detail::operation;
+  using request = weft::detail::request_handle<stream_transport, operation>;
+  using config_type = Config;
+  static constexpr bool stream_ordered = true;
+  static constexpr std::string_view tuning_key = Backend::tuning_key;
+
+  // Makes this rank's region and pool and meets the other ranks of its host through `meeting`
+  // (not needed for one rank).
+  stream_transport(int rank, int size, bootstrap::store* meeting, const Config& config = Config::from_environment(),
+                   Backend backend = Backend{}) {
+    const int device = device_for(config, rank, backend.devices());
+    world_ = std::make_unique<world_type>(std::move(backend), rank, size, device, meeting, config);
+  }
+
+  int rank() const { return world_->rank(); }
+  int size() const { return world_->size(); }
+  int device() const { return world_->device(); }
+  typename Backend::stream_type stream() const { return world_->stream(); }
+  // The rank's memory: copies and combines on its stream, allocations from its pool.
+  memory_type& memory() { return world_->memory(); }
+  world_type& shared() { return *world_; }
+
+  request send(int peer, std::span<const std::byte> data, tag_t tag) {
+    weft::detail::check_peer(rank(), size(), peer, "send to");
+    return request(world_->post_send(peer, tag, data.data(), data.size()), this);
+  }
+  request recv(int peer, std::span<std::byte> data, tag_t tag) {
+    weft::detail::check_peer(rank(), size(), peer, "receive from");
+    return request(world_->post_recv(peer, tag, data.data(), data.size(), nullptr, nullptr), this);
+  }
+  // target = combine(own, incoming), run by the transfer straight from the sender's pool.
+  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
+                      const weft::detail::reducer& combine) {
+    weft::detail::check_peer(rank(), size(), peer, "receive from");
+    return request(world_->post_recv(peer, tag, target.data(), target.size(), &combine, own.data()), this);
+  }
+  // Orders this rank's stream after the transfer and returns true at once.
+  bool wait(request& r, deadline_clock::time_point) { return world_->enqueue_wait(r.operation()); }
+  bool test(request& r) { return world_->enqueue_wait(r.operation()); }
+  void note_call(collective kind, std::string_view algorithm, int step) { world_->note_call({kind, algorithm, step}); }
+  // weft::communicator's tell_others: a rank that gave up aborts every rank of the job.
+  void abort(int, std::string_view reason) { world_->abort(std::string(reason)); }
+
+  // Waits for this rank's stream (see ordered::world::synchronize).
+  void synchronize(std::chrono::milliseconds timeout) { world_->synchronize(rank(), timeout); }
+
+  std::string describe() const {
+    return "stream-ordered, " + std::to_string(size()) + " processes, device " + std::to_string(device()) +
+           ", pool of " + std::to_string(world_->pool_bytes() >> 20) + " MiB shared by " +
+           std::string(world_->pool_way()) + ", " + std::to_string(world_->watched()) + " peer processes watched";
+  }
+
+ private:
+  friend request;
+  void cancel(operation* op) { world_->release(op); }
+
+  std::unique_ptr<world_type> world_;
+};
+
+// Waits for `comm`'s stream; throws errc::timeout naming what it waits for, or what aborted it.
+template <class Backend, class Config>
+void synchronize(communicator<stream_transport<Backend, Config>>& comm, std::chrono::milliseconds timeout) {
+  comm.underlying_transport().synchronize(timeout);
+}
+// Aborts `comm`'s rank and, through it, every rank of the job.
+template <class Backend, class Config>
+void abort(communicator<stream_transport<Backend, Config>>& comm, const std::string& reason = "aborted by the caller") {
+  comm.underlying_transport().shared().abort(reason);
+}
+
+// The protocol on host threads and memfd pools.
+using host_stream_transport = stream_transport<ordered::host_sharing>;
+static_assert(weft::transport<host_stream_transport>);
+static_assert(weft::reducing_transport<host_stream_transport>);
+using host_stream_session = basic_session<host_stream_transport, stream_config>;
+
+}  // namespace weft::shm
