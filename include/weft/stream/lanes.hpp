@@ -50,6 +50,20 @@ lane<Backend, Memory>& lane_after(Backend& backend, lane_set<Backend, Memory>& m
   return *mine.back();
 }
 
+// Enqueues every wait of `waits` on `s`: in one call where the backend has one (wait_flags),
+// else one call each.
+template <class Backend>
+void enqueue_waits(Backend& backend, typename Backend::stream_type s, std::span<const flag_wait> waits) {
+  if (waits.empty()) return;
+  if constexpr (requires { backend.wait_flags(s, waits); }) {
+    if (waits.size() > 1) {
+      backend.wait_flags(s, waits);
+      return;
+    }
+  }
+  for (const auto& w : waits) backend.wait_flag(s, w.word, w.value);
+}
+
 // Whether every lane has run everything enqueued on it.
 template <class Backend, class Memory>
 bool lanes_idle(Backend& backend, const std::vector<lane_set<Backend, Memory>>& all) {

@@ -399,17 +399,7 @@ class world {
     wait_flags(r.stream, dones);
   }
 
-  // The waits in one call where the backend has one (wait_flags), else one call each.
-  void wait_flags(stream_type s, std::span<const flag_wait> waits) {
-    if (waits.empty()) return;
-    if constexpr (requires { backend_.wait_flags(s, waits); }) {
-      if (waits.size() > 1) {
-        backend_.wait_flags(s, waits);
-        return;
-      }
-    }
-    for (const auto& w : waits) backend_.wait_flag(s, w.word, w.value);
-  }
+  void wait_flags(stream_type s, std::span<const flag_wait> waits) { detail::enqueue_waits(backend_, s, waits); }
 
   bool enqueue_wait(int rank, detail::operation* op) {
     std::lock_guard lock(mutex_);

@@ -90,12 +90,12 @@ class world {
       throw error(errc::invalid_argument, "stream-ordered transport: a pool of at least 4096 bytes and at least "
                                           "2 envelopes per pair");
     }
+    pool_.emplace(backend_.make_pool(device_, config_.pool_bytes));  // binds the backend to the device
     own_ = detail::create_region(shape_.total());
     backend_.register_host(own_.base(), own_.bytes());
     registered_.push_back(own_.base());
     views_.assign(static_cast<std::size_t>(size), region_view{nullptr, &shape_});
     views_[static_cast<std::size_t>(rank)].base = own_.base();
-    pool_.emplace(backend_.make_pool(device_, config_.pool_bytes));
     allocator_ = std::make_unique<detail::pool>(pool_->data(), config_.pool_bytes);
     pool_bases_.assign(static_cast<std::size_t>(size), nullptr);
     pool_bases_[static_cast<std::size_t>(rank)] = pool_->data();
@@ -384,11 +384,7 @@ class world {
       return memory_type(backend_.memory_on(d, s), allocator_.get());
     });
     const flag_wait waits[] = {{from.posted(), e.posted}, {mine().posted(), op.posted}};
-    if constexpr (requires { backend_.wait_flags(l.stream, std::span<const flag_wait>(waits)); }) {
-      backend_.wait_flags(l.stream, std::span<const flag_wait>(waits));
-    } else {
-      for (const auto& w : waits) backend_.wait_flag(l.stream, w.word, w.value);
-    }
+    weft::stream::detail::enqueue_waits(backend_, l.stream, std::span<const flag_wait>(waits));
     const std::size_t n = op.size;
     const std::byte* source = pool_bases_[p] + e.where;
     if (n != 0 && op.combine) {
@@ -452,63 +448,10 @@ class world {
            std::to_string(op.destination) + "); the ranks made different calls, or with different counts";
   }
 
-  // The progress thread: sleeps on this rank's doorbell (a peer rings it with each envelope),
-  // matches what came, and watches the peers' processes and regions.
-  void progress() {
-    control_block* control = mine().control();
-    while (!stopping_.load()) {
-      const std::uint32_t seen = control->doorbell.load(std::memory_order_acquire);
-      bool more = false;
-      {
-        std::lock_guard lock(mutex_);
-        try {
-          for (int sender = 0; sender < size_; ++sender) drain(sender);
-          watch_peers();
-        } catch (const std::exception& failure) {  // a device error while enqueuing: nothing runs any more
-          abort_locked(std::string("its progress thread failed: ") + failure.what(), errc::transport);
-        }
-        control->sleeping.store(1, std::memory_order_seq_cst);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        more = news();
-      }
-      if (!more && !stopping_.load()) detail::futex_wait(control->doorbell, seen, std::chrono::milliseconds(20));
-      control->sleeping.store(0, std::memory_order_relaxed);
-    }
-  }
-
-  // Whether some envelope is waiting to be read.
-  bool news() const {
-    const region_view here = mine();
-    for (int sender = 0; sender < size_; ++sender) {
-      const auto s = static_cast<std::size_t>(sender);
-      if (here.slot(sender, read_[s])->sequence.load(std::memory_order_acquire) == read_[s] + 1) return true;
-    }
-    return false;
-  }
-
-  // Locked. A peer whose process ended, or that aborted, aborts this rank.
-  void watch_peers() {
-    if (aborted_) return;
-    for (int peer = 0; peer < size_; ++peer) {
-      const auto p = static_cast<std::size_t>(peer);
-      if (peer == rank_) continue;
-      // A peer that closed its transport in order and then exits is not lost.
-      if (pidfds_[p] >= 0 && views_[p].control()->closed.load(std::memory_order_acquire) == 0) {
-        pollfd one{pidfds_[p], POLLIN, 0};
-        if (::poll(&one, 1, 0) > 0) {
-          abort_locked("rank " + std::to_string(peer) + " was lost: its process (pid " + std::to_string(pids_[p]) +
-                           ") ended",
-                       errc::peer_lost);
-          return;
-        }
-      }
-      const state_block* state = views_[p].state();
-      if (state->aborted.load(std::memory_order_acquire) != 0) {
-        abort_locked(std::string(state->reason, strnlen(state->reason, sizeof state->reason)), errc::peer_lost);
-        return;
-      }
-    }
-  }
+  // The progress thread and what it watches (weft/transport/shm/ordered/watch.hpp).
+  void progress();
+  bool news() const;
+  void watch_peers();
 
   template <class Done>
   void wait_until(Done done, deadline_clock::time_point deadline, std::chrono::milliseconds timeout) {
@@ -564,86 +507,9 @@ class world {
     }
   }
 
-  // Meets the other ranks of this host: hands over this rank's region and pool, maps theirs.
-  void meet(bootstrap::store& meeting) {
-    const auto deadline = deadline_clock::now() + config_.connect_timeout;
-    const std::string key = config_.prefix + "/shm-ordered/";
-    bootstrap::claim_rank(meeting, config_.prefix + "/shm-ordered-rank/" + std::to_string(rank_), rank_);
-    detail::handover offer;
-    offer.descriptors.push_back(own_.descriptor());
-    if (pool_->descriptor() >= 0) offer.descriptors.push_back(pool_->descriptor());
-    const std::uint64_t sizes[2] = {own_.bytes(), config_.pool_bytes};
-    offer.payload.assign(reinterpret_cast<const char*>(sizes), sizeof sizes);
-    offer.payload += pool_->handle();
-    detail::region_server server(config_.secret, std::move(offer), size_ - 1);
-    const std::string identity = detail::host_identity();
-    const std::string here = detail::host_name();
-    const std::string shape = std::to_string(shape_.envelopes) + "/" + std::to_string(shape_.flags) + "/" +
-                              std::string(pool_->way());
-    meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" + shape);
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer == rank_) continue;
-      const auto value = meeting.get(key + std::to_string(peer), deadline);
-      if (!value) {
-        throw error(errc::timeout, who() + " timed out after " + std::to_string(config_.connect_timeout.count()) +
-                                       " ms at start-up: no address from rank " + std::to_string(peer) + " (not started?)");
-      }
-      std::vector<std::string> field;
-      std::size_t start = 0;
-      for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
-        field.push_back(value->substr(start, bar - start));
-      field.push_back(value->substr(start));
-      if (field.size() != 4) throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + " published '" + *value + "'");
-      if (field[0] != identity) {
-        throw error(errc::invalid_argument, "stream-ordered transport: " + who() + " runs on host " + here + " and rank " +
-                                                std::to_string(peer) + " on host " + field[1] +
-                                                ": it joins the processes of one host");
-      }
-      if (field[3] != shape) {
-        throw error(errc::invalid_argument, "stream-ordered transport: rank " + std::to_string(peer) + " has envelopes/"
-                                            "flags/sharing " + field[3] + ", " + who() + " " + shape +
-                                            ": every rank must be built and configured alike");
-      }
-      attach(peer, detail::fetch_handover(field[2], config_.secret, peer, deadline));
-    }
-    if (!server.finish(deadline)) {
-      throw error(errc::timeout, who() + " timed out at start-up: not every rank fetched its region");
-    }
-  }
-
-  // Maps what `peer` handed over: its region (registered for the device) and its pool.
-  void attach(int peer, detail::fetched got) {
-    const auto p = static_cast<std::size_t>(peer);
-    pids_[p] = got.pid;
-    pidfds_[p] = got.pidfd;
-    std::uint64_t sizes[2] = {0, 0};
-    const bool with_fd = pool_->descriptor() >= 0;
-    if (got.payload.size() < sizeof sizes || got.descriptors.size() != (with_fd ? 2U : 1U)) {
-      for (int fd : got.descriptors) ::close(fd);
-      throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + "'s region came incomplete");
-    }
-    std::memcpy(sizes, got.payload.data(), sizeof sizes);
-    const std::string handle = got.payload.substr(sizeof sizes);
-    const int pool_fd = with_fd ? got.descriptors[1] : -1;
-    try {
-      if (sizes[0] != shape_.total()) {
-        ::close(got.descriptors[0]);
-        throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + "'s region has " +
-                                         std::to_string(sizes[0]) + " bytes, not " + std::to_string(shape_.total()));
-      }
-      peer_regions_.push_back(detail::map_region(got.descriptors[0], static_cast<std::size_t>(sizes[0]),
-                                                 "rank " + std::to_string(peer) + "'s region"));
-    } catch (...) {
-      if (pool_fd >= 0) ::close(pool_fd);
-      throw;
-    }
-    peer_regions_.back().forget_descriptor();
-    views_[p].base = peer_regions_.back().base();
-    backend_.register_host(views_[p].base, peer_regions_.back().bytes());
-    registered_.push_back(views_[p].base);
-    peer_pools_[p].emplace(backend_.map_pool(device_, pool_fd, handle, static_cast<std::size_t>(sizes[1])));
-    pool_bases_[p] = peer_pools_[p]->data();
-  }
+  // Meeting the ranks of the host (weft/transport/shm/ordered/meeting.hpp).
+  void meet(bootstrap::store& meeting);
+  void attach(int peer, detail::fetched got);
 
   void teardown() noexcept {
     weft::stream::detail::destroy_lanes(backend_, lanes_);
@@ -697,3 +563,6 @@ class world {
 };
 
 }  // namespace weft::shm::ordered
+
+#include "weft/transport/shm/ordered/meeting.hpp"
+#include "weft/transport/shm/ordered/watch.hpp"
