@@ -82,7 +82,7 @@ inline std::string joined(const std::vector<std::string>& names) {
 [[noreturn]] inline void usage(const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\n"
-               "usage: %s [--transport inproc|tcp|ofi|shm|cuda] [--ranks N (inproc, cuda)] [--collective NAME|all]\n"
+               "usage: %s [--transport inproc|tcp|ofi|shm|cuda|cuda-ipc] [--ranks N (inproc, cuda)] [--collective NAME|all]\n"
                "         [--algorithm NAME] [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [-n ITERS]\n"
                "         [-w WARMUP] [-c 0|1] [-d TYPE] [-o OP] [-r ROOT] [--json FILE] [--trace FILE]\n"
                "  collectives: %s\n  algorithms:  %s\n  types:       %s\n  ops:         %s\n"

@@ -5,6 +5,7 @@
 //   WEFT_OFI_PROVIDER=shm weft-run -n 4 weft-bench --transport ofi
 //   weft-run -n 4 weft-bench --transport shm     the ranks of one host through shared memory
 //   weft-bench --transport cuda [--ranks N]      N ranks on the GPUs of this process (nvcc builds)
+//   weft-run -n 2 weft-bench --transport cuda-ipc  a process per rank sharing the GPUs (nvcc builds)
 //   mpirun -n 4 -x WEFT_STORE=host:port weft-bench ...
 //
 // Flags follow nccl-tests (-b -e -f -n -w -c -d -o -r) plus --collective, --algorithm,
@@ -28,7 +29,10 @@
 #if WEFT_BENCH_CUDA
 namespace weft_bench {
 int run_cuda(const settings& options);  // weft_bench_cuda.cu
-}
+#if WEFT_BENCH_CUDA_IPC
+int run_cuda_ipc(const settings& options);  // weft_bench_cuda.cu
+#endif
+}  // namespace weft_bench
 #endif
 
 namespace {
@@ -46,6 +50,9 @@ const std::vector<std::string>& compiled_transports() {
 #endif
 #if WEFT_BENCH_CUDA
                                                  "cuda",
+#endif
+#if WEFT_BENCH_CUDA_IPC
+                                                 "cuda-ipc",
 #endif
   };
   return names;
@@ -116,6 +123,9 @@ int main(int argc, char** argv) {
 #endif
 #if WEFT_BENCH_CUDA
     if (options.transport == "cuda") return weft_bench::run_cuda(options);
+#endif
+#if WEFT_BENCH_CUDA_IPC
+    if (options.transport == "cuda-ipc") return weft_bench::run_cuda_ipc(options);
 #endif
 #if WEFT_BENCH_SHM
     if (options.transport == "shm") {

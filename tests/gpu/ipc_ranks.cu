@@ -3,7 +3,7 @@
 //
 //   ipc_ranks refusals    a bad WEFT_CUDA_DEVICE, and (without a GPU) the error a rank gives
 //   ipc_ranks probe       exits 77 ("skipped") when this host has no GPU, 0 otherwise
-//   ipc_ranks slice       collectives x algorithms, several types and reductions, on device
+//   ipc_ranks slice       collectives x algorithms (fused, whole, included), several types and reductions, on device
 //                         buffers from the pool (read in place) and from cudaMalloc (staged);
 //                         every result compared bitwise with a host reference
 //   ipc_ranks kill V      rank V SIGKILLs itself mid-allreduce; every other rank's synchronize
@@ -101,7 +101,7 @@ void allreduce_case(comm_type& comm, std::size_t count, bool pooled, Op op, bool
                                           std::to_string(count) + (pooled ? " (pool)" : " (staged)"));
 }
 
-template <class T>
+template <class T, class Gather = weft::ring>
 void movement_cases(comm_type& comm, std::size_t count, bool pooled) {
   const int p = comm.size();
   const auto up = static_cast<std::size_t>(p);
@@ -113,9 +113,9 @@ void movement_cases(comm_type& comm, std::size_t count, bool pooled) {
     for (int r = 0; r < p; ++r)
       for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(r) * count + i] = value_for<T>(r, i, false);
     mine.upload(host);
-    weft::allgather(comm, std::span<const T>(mine.span()), all.span(), weft::ring{});
+    weft::allgather(comm, std::span<const T>(mine.span()), all.span(), Gather{});
     weft::cuda::synchronize(comm, 60s);
-    expect_equal(all.download(), want, "allgather ring" + where);
+    expect_equal(all.download(), want, "allgather " + std::string(Gather::name) + where);
   }
   {  // reduce_scatter, ring
     buffer<T> all(comm, count * up, pooled), mine(comm, count, pooled);
@@ -127,9 +127,9 @@ void movement_cases(comm_type& comm, std::size_t count, bool pooled) {
       want[i] = sum;
     }
     all.upload(host);
-    weft::reduce_scatter(comm, std::span<const T>(all.span()), mine.span(), weft::sum{}, weft::ring{});
+    weft::reduce_scatter(comm, std::span<const T>(all.span()), mine.span(), weft::sum{}, Gather{});
     weft::cuda::synchronize(comm, 60s);
-    expect_equal(mine.download(), want, "reduce_scatter ring" + where);
+    expect_equal(mine.download(), want, "reduce_scatter " + std::string(Gather::name) + where);
   }
   {  // broadcast from the last rank, binomial tree
     buffer<T> data(comm, count, pooled);
@@ -166,7 +166,10 @@ void type_cases(comm_type& comm, std::size_t count, bool pooled) {
   allreduce_case<T, weft::max, weft::recursive_doubling>(comm, count, pooled, weft::max{}, false, "max");
   allreduce_case<T, weft::sum, weft::direct>(comm, count, pooled, weft::sum{}, false, "sum");
   allreduce_case<T, weft::sum, weft::automatic>(comm, count, pooled, weft::sum{}, false, "sum");
+  allreduce_case<T, weft::sum, weft::fused>(comm, count, pooled, weft::sum{}, false, "sum");
+  allreduce_case<T, weft::prod, weft::fused>(comm, count, pooled, weft::prod{}, true, "prod");
   movement_cases<T>(comm, count, pooled);
+  movement_cases<T, weft::fused>(comm, count, pooled);
 }
 
 int slice(weft::cuda::session& job) {

@@ -35,7 +35,8 @@ shm        (with shm_ranks) the shared-memory transport: the slice on 2, 3, 4 an
            in /dev/shm
 stream     (with stream_ranks) the stream-ordered protocol between processes on host threads: the
            slice on 2, 3 and 4 processes under weft-run, collectives on pool buffers, a rank
-           killed mid-allreduce (peer_lost naming it within a second), nothing left in /dev/shm
+           killed mid-allreduce (peer_lost naming it within a second), a rank that never issues its
+           call (the others' synchronize names it), nothing left in /dev/shm
 
 Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the scenario
 cannot run on this machine.
@@ -582,6 +583,17 @@ def scenario_stream(ranks_program, weft_run):
     # Rank 2 of 4 killed mid-allreduce, the timeout at its default: every survivor's stream is
     # released and its synchronize throws peer_lost naming rank 2 within a second.
     failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, label="stream-ordered ", bound=1000, expect="rank 2")
+    # Rank 1 of 3 never issues its allreduce (ring, then fused): the others' synchronize times out
+    # naming it and the call; abort releases their streams.
+    for algorithm in ("ring", "fused"):
+        processes = start_ranks(range(3), 3, [ranks_program, "never", "1"] + (["fused"] if algorithm == "fused" else []),
+                                timeout_ms=60000)
+        results = collect(processes, timeout=60)
+        for rank in (0, 2):
+            code, output = results[rank]
+            check(code == 0 and "timeout named it" in output,
+                  "stream-ordered: rank 1 never issues its allreduce (%s): rank %d's synchronize times out naming it"
+                  % (algorithm, rank), output)
     after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     check(after <= before, "stream-ordered: nothing left in /dev/shm after every run, the killed rank's included (%s)"
           % (" ".join(sorted(after - before)) or "nothing new"))

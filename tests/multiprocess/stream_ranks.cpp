@@ -1,8 +1,9 @@
 // The multi-process scenarios of the stream-ordered protocol between processes
 // (weft/transport/shm/stream_ordered.hpp) on host threads: the collective slice (ranks.hpp),
-// messages read in place from the pool, and a rank killed mid-allreduce.
+// messages read in place from the pool, a rank killed mid-allreduce, and a rank that never
+// issues its call.
 //
-//   stream_ranks slice | pool | kill VICTIM
+//   stream_ranks slice | pool | kill VICTIM | never VICTIM [fused]
 #include "ranks.hpp"
 
 #include <weft/transport/shm/stream_ordered.hpp>
@@ -20,7 +21,8 @@ struct stream_traits {
   static std::string describe(session& job) { return " over " + job.endpoint().describe(); }
 };
 
-// Buffers from the pool (comm.memory()): sends are read by the receiver in place.
+// Buffers from the pool (comm.memory()): sends are read by the receiver in place, and whole
+// collectives (fused) read and write every rank's pool.
 int pool(stream_traits::session& job) {
   auto& comm = job.comm();
   auto& memory = comm.memory();
@@ -35,9 +37,13 @@ int pool(stream_traits::session& job) {
     }
     for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>((comm.rank() + 1) * (i % 7));
     weft::allreduce(comm, std::span<float>(data, count), weft::sum{}, weft::ring{});
-    weft::allgather(comm, std::span<const float>(data, count), std::span<float>(out, count * static_cast<std::size_t>(p)));
+    // Whole: each rank's share (of at least 1 MiB) read from every pool into every pool.
+    weft::allreduce(comm, std::span<float>(data, count), weft::sum{}, weft::fused{});
+    const std::span<float> all(out, count * static_cast<std::size_t>(p));
+    if (count % 2 == 0) weft::allgather(comm, std::span<const float>(data, count), all, weft::fused{});
+    else weft::allgather(comm, std::span<const float>(data, count), all, weft::ring{});
     weft::shm::synchronize(comm, 60s);
-    const float ranks_sum = static_cast<float>(p * (p + 1) / 2);
+    const float ranks_sum = static_cast<float>(p * (p + 1) / 2 * p);  // summed twice
     for (std::size_t i = 0; i < count * static_cast<std::size_t>(p); ++i) {
       if (out[i] != ranks_sum * static_cast<float>((i % count) % 7)) {
         std::cout << "pool: element " << i << " of " << count * static_cast<std::size_t>(p) << " is " << out[i]
@@ -114,6 +120,46 @@ int killed(stream_traits::session& job, int victim) {
   return 0;
 }
 
+// Rank `victim` never issues its allreduce: every other rank's synchronize times out naming
+// it and the call (fused: the call whole), then one rank's abort releases every stream.
+int never(stream_traits::session& job, int victim, bool whole) {
+  auto& comm = job.comm();
+  if (comm.rank() == victim) {
+    std::this_thread::sleep_for(3s);  // alive, silent, while the others time out
+    return 0;
+  }
+  std::vector<float> data(1000, 1.0f);
+  if (whole) weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::fused{});
+  else weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+  try {
+    weft::shm::synchronize(comm, 500ms);
+    std::cout << "synchronize returned although rank " << victim << " never issued its call" << std::endl;
+    return 1;
+  } catch (const weft::error& failure) {
+    const std::string text = failure.what();
+    const std::string v = std::to_string(victim);
+    const bool named = failure.code() == weft::errc::timeout && text.find("allreduce") != std::string::npos &&
+                       (text.find("waits for rank " + v + " ") != std::string::npos ||
+                        text.find("waits for rank(s) " + v + " ") != std::string::npos);
+    std::cout << (named ? "timeout named it: " : "timeout did not name it: ") << text << std::endl;
+    // One rank gives up for all once every other has timed out too (an abort reaches every rank
+    // at once, and would otherwise end a later rank's wait before its own timeout).
+    const std::string key = std::string("test/timed-out/") + (whole ? "fused/" : "ring/");
+    job.meeting()->set(key + std::to_string(comm.rank()), "1");
+    if (comm.rank() == (victim == 0 ? 1 : 0)) {
+      for (int r = 0; r < comm.size(); ++r) {
+        if (r != victim) static_cast<void>(job.meeting()->get(key + std::to_string(r), weft::deadline_clock::now() + 30s));
+      }
+      weft::shm::abort(comm, "the test gave up on rank " + v);
+    }
+    try {
+      weft::shm::synchronize(comm, 10s);
+    } catch (const weft::error&) {  // aborted, as asked; the stream ran to its end
+    }
+    return named ? 0 : 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,7 +169,8 @@ int main(int argc, char** argv) {
     if (scenario == "slice") return weft_test::multiprocess::slice<stream_traits>(job);
     if (scenario == "pool") return pool(job);
     if (scenario == "kill" && argc > 2) return killed(job, std::stoi(argv[2]));
-    std::cerr << "usage: " << argv[0] << " slice | pool | kill RANK" << std::endl;
+    if (scenario == "never" && argc > 2) return never(job, std::stoi(argv[2]), argc > 3 && std::string(argv[3]) == "fused");
+    std::cerr << "usage: " << argv[0] << " slice | pool | kill RANK | never RANK [fused]" << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -45,7 +45,7 @@ struct link_constants {
 };
 
 // clang-format off
-inline constexpr std::array<link_constants, 5> constants_table{{
+inline constexpr std::array<link_constants, 6> constants_table{{
   {"inproc", 25.0, 1.0 / 2500.0, 1.0 / 4000.0, 0, 0,
    "2-core x86-64 VM, 2 thread-ranks, weft-bench --ranks 2 (2026-11-29): 8 B direct "
    "allreduce (one step) 28 us median -> alpha 25 us (condition-variable wake-ups); 64 MiB ring "
@@ -89,6 +89,12 @@ inline constexpr std::array<link_constants, 5> constants_table{{
    "reads two operands and writes one, ~1/1.5 TB/s) and the 8 MiB pieces of the message "
    "algorithms' reductions are estimates from the datasheet, not measured one against another. "
    "No handshake: a transfer starts only once both sides have posted."},
+  {"cuda-ipc", 35.0, 1.0 / 950000.0, 1.0 / 1500000.0, std::size_t{8} << 20, 0,
+   "weft::cuda::ipc_transport, ranks as processes sharing GPUs: not measured yet (no GPU run of "
+   "it). Part 1's row (the same stream waits, flag writes, copies and combine kernels) with 5 "
+   "us added to alpha for the envelope's hop through the receiver's host (its progress thread "
+   "woken by a futex); whole collectives (fused) read the peers' pools as part 1's read the "
+   "ranks' buffers, so beta and gamma are part 1's."},
   {"default", 20.0, 1.0 / 1000.0, 1.0 / 3000.0, 0, 0,
    "conservative guess for transports without their own row: 20 us latency, 1 GB/s"},
 }};

@@ -114,6 +114,15 @@ class stream_transport {
     weft::detail::check_peer(rank(), size(), peer, "receive from");
     return request(world_->post_recv(peer, tag, target.data(), target.size(), &combine, own.data()), this);
   }
+  // This rank's part of a whole collective (weft::collective_transport, the algorithm fused):
+  // once every rank has posted, each rank's device runs its share straight from every rank's
+  // pool into every rank's pool (buffers outside the pool are staged there).
+  request post_collective(collective kind, std::span<const std::byte> in, std::span<std::byte> out,
+                          const weft::detail::reducer* combine, tag_t tag) {
+    return request(world_->post_collective(kind, in, out, combine, tag), this);
+  }
+  bool runs_collectives() const { return true; }
+
   // Orders this rank's stream after the transfer and returns true at once.
   bool wait(request& r, deadline_clock::time_point) { return world_->enqueue_wait(r.operation()); }
   bool test(request& r) { return world_->enqueue_wait(r.operation()); }
@@ -152,6 +161,7 @@ void abort(communicator<stream_transport<Backend, Config>>& comm, const std::str
 using host_stream_transport = stream_transport<ordered::host_sharing>;
 static_assert(weft::transport<host_stream_transport>);
 static_assert(weft::reducing_transport<host_stream_transport>);
+static_assert(weft::collective_transport<host_stream_transport>);
 using host_stream_session = basic_session<host_stream_transport, stream_config>;
 
 }  // namespace weft::shm

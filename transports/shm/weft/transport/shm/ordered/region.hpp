@@ -39,16 +39,21 @@ struct alignas(cache_line) state_block {
   char reason[cache_line * 3 - sizeof(std::uint32_t)];
 };
 
-// One message announced to its receiver. Published when `sequence` reads 1 + the envelopes the
-// sender published before it on this FIFO.
+// One message announced to its receiver, or one rank's part of a whole collective announced to
+// every other rank. Published when `sequence` reads 1 + the envelopes the sender published
+// before it on this FIFO.
 struct alignas(cache_line) envelope {
   std::atomic<std::uint64_t> sequence;
   std::uint64_t tag;
-  std::uint64_t bytes;
-  std::uint64_t where;   // the message's offset in the sender's pool
-  std::uint32_t posted;  // the sender's post: its `posted` word reaches it once the message is there
-  std::uint32_t flag;    // the sender's done flag (an index into its flags), written when read
-  std::uint32_t value;   // what to write there
+  std::uint64_t bytes;      // the message's (a part's input) bytes
+  std::uint64_t where;      // its offset in the sender's pool
+  std::uint64_t out_bytes;  // a part's output bytes
+  std::uint64_t out_where;  // and its offset in the sender's pool
+  std::uint32_t posted;     // the sender's post: its `posted` word reaches it once the data is there
+  std::uint32_t flag;       // a message: the sender's done flag (an index into its flags), written
+                            // when read; a part: the flag the sender's share raises when done
+  std::uint32_t value;      // what that flag is raised to
+  std::uint32_t kind;       // 0: a message; else 1 + the collective of a part
 };
 static_assert(sizeof(envelope) == cache_line);
 

@@ -1,6 +1,7 @@
-// weft/transport/shm/ordered/watch.hpp — a stream-ordered rank's progress thread: it sleeps on
-// the rank's doorbell, matches the envelopes that come, and watches the peers (a pidfd per peer
-// process, each peer region's `aborted` word). Part of weft/transport/shm/ordered/world.hpp.
+// weft/transport/shm/ordered/watch.hpp — a stream-ordered rank's progress thread (it sleeps on
+// the rank's doorbell, matches the envelopes that come, and watches the peers: a pidfd per peer
+// process, each peer region's `aborted` word), what an abort releases, and what a timed-out
+// synchronize says. Part of weft/transport/shm/ordered/world.hpp.
 #pragma once
 
 #include "weft/transport/shm/ordered/world.hpp"
@@ -66,6 +67,71 @@ void world<Backend>::watch_peers() {
       return;
     }
   }
+}
+
+
+// Locked. Releases this rank's streams and lanes, withdraws what is unmatched, and says so in
+// this rank's region so that every peer aborts too.
+template <sharing_backend Backend>
+void world<Backend>::abort_locked(const std::string& reason, errc code) {
+  if (!aborted_) {
+    aborted_ = reason;
+    code_ = code;
+    state_block* state = mine().state();
+    const std::string told = who() + ": " + reason;
+    const std::size_t n = std::min(told.size(), sizeof state->reason - 1);
+    std::memcpy(state->reason, told.data(), n);
+    state->reason[n] = '\0';
+    state->aborted.store(1, std::memory_order_release);
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_ && views_[static_cast<std::size_t>(peer)].base != nullptr)
+        detail::ring(views_[static_cast<std::size_t>(peer)].control());
+    }
+  }
+  flags_->release_all();
+  for (int peer = 0; peer < size_; ++peer) {  // lanes waiting on a post that may never come
+    const region_view v = views_[static_cast<std::size_t>(peer)];
+    if (v.base == nullptr) continue;
+    const std::uint32_t highest = peer == rank_ ? posted_ : highest_post_[static_cast<std::size_t>(peer)];
+    if (!reached(read_flag(v.posted()), highest)) store_flag(v.posted(), highest);
+  }
+  for (auto& queue : pending_) {
+    for (operation* op : queue) settle(op, false);
+    queue.clear();
+  }
+  for (auto& g : wholes_) {  // lanes waiting for the peers' shares of a whole collective
+    for (int peer = 0; peer < size_ && g->enqueued; ++peer) {
+      const announced& part = g->from[static_cast<std::size_t>(peer)];
+      if (peer != rank_) store_flag(views_[static_cast<std::size_t>(peer)].flags() + part.flag, part.value);
+    }
+  }
+}
+
+template <sharing_backend Backend>
+error world<Backend>::timed_out(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mutex_);
+  const std::string head = who() + " (device " + std::to_string(device_) + "): its stream did not finish within " +
+                           std::to_string(timeout.count()) + " ms";
+  for (const auto& g : wholes_) {  // a whole collective some rank has not posted its part of
+    if (g->enqueued || !g->mine) continue;
+    std::string missing;
+    for (std::size_t i = 0; i < g->parts.size(); ++i) {
+      if (!g->parts[i].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    }
+    return error(errc::timeout, head + ": it waits for rank(s) " + missing + " to issue " +
+                                    std::string(to_string(g->kind)) + " (algorithm fused), which they have "
+                                    "not; abort() releases the streams");
+  }
+  for (const auto& w : waits_) {
+    if (w.done.done()) continue;
+    return error(errc::timeout,
+                 head + ": it waits for rank " + std::to_string(w.peer) + " to " + (w.is_send ? "receive " : "send ") +
+                     std::to_string(w.size) + " bytes (" + std::string(to_string(w.note.kind)) +
+                     (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) + ", step " +
+                     std::to_string(w.note.step) + "); rank " + std::to_string(w.peer) + " may not have issued " +
+                     std::string(to_string(w.note.kind)) + ", or issued another call; abort() releases the streams");
+  }
+  return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
 }
 
 }  // namespace weft::shm::ordered

@@ -110,7 +110,7 @@ class world {
     read_.assign(static_cast<std::size_t>(size), 0);
     arrived_.resize(static_cast<std::size_t>(size));
     pending_.resize(static_cast<std::size_t>(size));
-    lanes_.resize(static_cast<std::size_t>(size));
+    lanes_.resize(static_cast<std::size_t>(size) + 1);  // per sender, then the whole collectives
     highest_post_.assign(static_cast<std::size_t>(size), 0);
     try {
       if (size > 1) meet(*meeting);
@@ -199,6 +199,8 @@ class world {
     e.posted = op->posted;
     e.flag = static_cast<std::uint32_t>(op->done.word - mine().flags());
     e.value = op->done.value;
+    e.out_bytes = e.out_where = 0;
+    e.kind = 0;
     e.sequence.store(++sent_[p], std::memory_order_release);
     detail::ring(to.control());
     return op;
@@ -235,6 +237,10 @@ class world {
     refuse_if_aborted();
     if (op->waited) return true;
     while (!waits_.empty() && waits_.front().done.done()) waits_.pop_front();
+    if (op->whole != nullptr) {
+      wait_whole(op);
+      return true;
+    }
     backend_.wait_flag(stream_, op->done.word, op->done.value);
     op->waited = true;
     waits_.push_back({op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
@@ -246,6 +252,13 @@ class world {
   void release(operation* op) {
     std::lock_guard lock(mutex_);
     op->released = true;
+    if (op->whole != nullptr) {
+      if (!op->waited && !aborted_) wait_whole(op);
+      static_cast<whole_group*>(op->whole)->released = 1;
+      forget_finished_wholes();
+      ops_.release(op);
+      return;
+    }
     if (!op->settled && !op->waited) {
       auto& queue = pending_[static_cast<std::size_t>(op->source)];
       queue.erase(std::find(queue.begin(), queue.end(), op));
@@ -259,11 +272,25 @@ class world {
     if (op->settled) ops_.release(op);
   }
 
+  // This rank's part of a whole collective (weft::fused; weft/transport/shm/ordered/whole.hpp).
+  operation* post_collective(collective kind, std::span<const std::byte> in, std::span<std::byte> out,
+                             const weft::detail::reducer* combine, tag_t tag);
+
  private:
   // An envelope as read from this rank's FIFO.
   struct announced {
-    std::uint64_t tag, bytes, where;
-    std::uint32_t posted, flag, value;
+    std::uint64_t tag = 0, bytes = 0, where = 0, out_bytes = 0, out_where = 0;
+    std::uint32_t posted = 0, flag = 0, value = 0, kind = 0;
+  };
+  // A whole collective (weft::fused): every rank's part, as mapped here, and what each rank's
+  // share raises when done (weft/transport/shm/ordered/whole.hpp).
+  struct whole_group : weft::stream::detail::whole_call {
+    std::vector<announced> from;                   // by rank
+    std::optional<weft::detail::reducer> combine;  // this rank's, once it posted
+    flag_ticket complete;                          // this rank's: every share is done
+    std::byte* user_out = nullptr;                 // where a staged output goes at the wait
+    std::byte* staged_out = nullptr;
+    bool mine = false;                             // this rank posted its part
   };
   struct staging {
     flag_ticket done;  // the send's done flag: the area is free again once it is written
@@ -347,8 +374,12 @@ class world {
     while (true) {
       envelope& e = *here.slot(sender, read_[s]);
       if (e.sequence.load(std::memory_order_acquire) != read_[s] + 1) return;
-      const announced copy{e.tag, e.bytes, e.where, e.posted, e.flag, e.value};
+      const announced copy{e.tag, e.bytes, e.where, e.out_bytes, e.out_where, e.posted, e.flag, e.value, e.kind};
       here.tail(sender)->value.store(++read_[s], std::memory_order_release);
+      if (copy.kind != 0) {
+        arrive_part(sender, copy);
+        continue;
+      }
       auto& queue = pending_[s];
       const auto found = std::find_if(queue.begin(), queue.end(), [&](const operation* op) { return op->tag == copy.tag; });
       if (found == queue.end()) {
@@ -405,36 +436,6 @@ class world {
     if (op->released) ops_.release(op);
   }
 
-  // Locked. Releases this rank's streams and lanes, withdraws what is unmatched, and says so in
-  // this rank's region so that every peer aborts too.
-  void abort_locked(const std::string& reason, errc code) {
-    if (!aborted_) {
-      aborted_ = reason;
-      code_ = code;
-      state_block* state = mine().state();
-      const std::string told = who() + ": " + reason;
-      const std::size_t n = std::min(told.size(), sizeof state->reason - 1);
-      std::memcpy(state->reason, told.data(), n);
-      state->reason[n] = '\0';
-      state->aborted.store(1, std::memory_order_release);
-      for (int peer = 0; peer < size_; ++peer) {
-        if (peer != rank_ && views_[static_cast<std::size_t>(peer)].base != nullptr)
-          detail::ring(views_[static_cast<std::size_t>(peer)].control());
-      }
-    }
-    flags_->release_all();
-    for (int peer = 0; peer < size_; ++peer) {  // lanes waiting on a post that may never come
-      const region_view v = views_[static_cast<std::size_t>(peer)];
-      if (v.base == nullptr) continue;
-      const std::uint32_t highest = peer == rank_ ? posted_ : highest_post_[static_cast<std::size_t>(peer)];
-      if (!reached(read_flag(v.posted()), highest)) store_flag(v.posted(), highest);
-    }
-    for (auto& queue : pending_) {
-      for (operation* op : queue) settle(op, false);
-      queue.clear();
-    }
-  }
-
   void refuse_if_aborted() const {
     if (!aborted_) return;
     throw error(code_ == errc::mismatch ? errc::transport : code_,
@@ -448,7 +449,9 @@ class world {
            std::to_string(op.destination) + "); the ranks made different calls, or with different counts";
   }
 
-  // The progress thread and what it watches (weft/transport/shm/ordered/watch.hpp).
+  // The progress thread, what it watches, and what a fault does (weft/transport/shm/ordered/watch.hpp).
+  void abort_locked(const std::string& reason, errc code);
+  error timed_out(std::chrono::milliseconds timeout);
   void progress();
   bool news() const;
   void watch_peers();
@@ -474,22 +477,6 @@ class world {
     return weft::stream::detail::lanes_idle(backend_, lanes_);
   }
 
-  error timed_out(std::chrono::milliseconds timeout) {
-    std::lock_guard lock(mutex_);
-    const std::string head = who() + " (device " + std::to_string(device_) + "): its stream did not finish within " +
-                             std::to_string(timeout.count()) + " ms";
-    for (const auto& w : waits_) {
-      if (w.done.done()) continue;
-      return error(errc::timeout,
-                   head + ": it waits for rank " + std::to_string(w.peer) + " to " + (w.is_send ? "receive " : "send ") +
-                       std::to_string(w.size) + " bytes (" + std::string(to_string(w.note.kind)) +
-                       (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) + ", step " +
-                       std::to_string(w.note.step) + "); rank " + std::to_string(w.peer) + " may not have issued " +
-                       std::string(to_string(w.note.kind)) + ", or issued another call; abort() releases the streams");
-    }
-    return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
-  }
-
   // The destructor's bounded wait for the streams; what is left after 10 s is released by abort.
   void drain_or_abort() noexcept {
     try {
@@ -506,6 +493,15 @@ class world {
     } catch (...) {  // a device error while draining: nothing more to wait for
     }
   }
+
+  // Whole collectives (weft/transport/shm/ordered/whole.hpp).
+  whole_group& group_of(tag_t tag);
+  void join(whole_group& g, int rank, const announced& part);
+  void arrive_part(int sender, const announced& part);
+  void enqueue_whole(whole_group& g);
+  void wait_whole(operation* op);
+  void forget_finished_wholes();
+  void publish(int peer, const announced& part, std::unique_lock<std::mutex>* lock);
 
   // Meeting the ranks of the host (weft/transport/shm/ordered/meeting.hpp).
   void meet(bootstrap::store& meeting);
@@ -550,10 +546,11 @@ class world {
   std::vector<std::uint64_t> read_;               // per sender: envelopes read from it
   std::vector<std::deque<announced>> arrived_;    // per sender: envelopes not yet matched
   std::vector<std::deque<operation*>> pending_;   // per sender: receives not yet matched
-  std::vector<weft::stream::detail::lane_set<Backend, memory_type>> lanes_;  // per sender
+  std::vector<weft::stream::detail::lane_set<Backend, memory_type>> lanes_;  // per sender, then wholes
   std::vector<std::uint32_t> highest_post_;       // per sender: the latest post a lane waits for
   std::deque<weft::stream::detail::wait_record> waits_;
   std::deque<staging> staged_;
+  std::vector<std::unique_ptr<whole_group>> wholes_;  // whole collectives not yet forgotten
   weft::stream::detail::call_note note_;
   weft::detail::operation_pool<operation> ops_;
   std::optional<std::string> aborted_;
@@ -566,3 +563,4 @@ class world {
 
 #include "weft/transport/shm/ordered/meeting.hpp"
 #include "weft/transport/shm/ordered/watch.hpp"
+#include "weft/transport/shm/ordered/whole.hpp"
