@@ -35,8 +35,9 @@ shm        (with shm_ranks) the shared-memory transport: the slice on 2, 3, 4 an
            in /dev/shm
 stream     (with stream_ranks) the stream-ordered protocol between processes on host threads: the
            slice on 2, 3 and 4 processes under weft-run, collectives on pool buffers, a rank
-           killed mid-allreduce (peer_lost naming it within a second), a rank that never issues its
-           call (the others' synchronize names it), nothing left in /dev/shm
+           killed mid-allreduce (peer_lost naming it within a second), one that closes its transport,
+           one killed before the others have met, a rank that never issues its call (the others'
+           synchronize names it), nothing left in /dev/shm
 
 Exits 0 when every check passed, 1 otherwise, 77 (skip) with the reason when the scenario
 cannot run on this machine.
@@ -583,6 +584,10 @@ def scenario_stream(ranks_program, weft_run):
     # Rank 2 of 4 killed mid-allreduce, the timeout at its default: every survivor's stream is
     # released and its synchronize throws peer_lost naming rank 2 within a second.
     failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, label="stream-ordered ", bound=1000, expect="rank 2")
+    # Rank 2 closes its transport mid-job and stays alive: the others are told it closed.
+    failure_run(ranks_program, "close", 4, 2, timeout_ms=300000, label="stream-ordered ", bound=1000,
+                expect="rank 2 closed its transport")
+    killed_before_joining(ranks_program, label="stream-ordered: ")
     # Rank 1 of 3 never issues its allreduce (ring, then fused): the others' synchronize times out
     # naming it and the call; abort releases their streams.
     for algorithm in ("ring", "fused"):

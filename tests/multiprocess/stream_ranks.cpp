@@ -3,7 +3,7 @@
 // messages read in place from the pool, a rank killed mid-allreduce, and a rank that never
 // issues its call.
 //
-//   stream_ranks slice | pool | kill VICTIM | never VICTIM [fused]
+//   stream_ranks slice | pool | kill VICTIM | close VICTIM | never VICTIM [fused]
 #include "ranks.hpp"
 
 #include <weft/transport/shm/stream_ordered.hpp>
@@ -58,13 +58,24 @@ int pool(stream_traits::session& job) {
   return 0;
 }
 
-// Rank `victim` SIGKILLs itself mid-allreduce; every other rank must get peer_lost naming it,
-// be refused on its next call, and build a new world without it over the same store.
-int killed(stream_traits::session& job, int victim) {
+// Rank `victim` SIGKILLs itself mid-allreduce (or, with `close`, closes its transport and stays
+// alive); every other rank must get peer_lost naming it, be refused on its next call, and build
+// a new world without it over the same store.
+int killed(stream_traits::session& job, int victim, bool close) {
   auto& comm = job.comm();
   const int rank = comm.rank();
   const int p = comm.size();
   std::vector<float> data(std::size_t{3} << 16);
+  if (rank == victim && close) {  // a few rounds, then the transport closed mid-job, the process alive
+    for (int round = 0; round < 3; ++round) {
+      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+      weft::shm::synchronize(comm, 60s);
+    }
+    job.meeting()->set("test/event-at", std::to_string(now_us()));
+    job.close_transport();
+    std::this_thread::sleep_for(60s);
+    return 0;
+  }
   if (rank == victim) {
     std::thread trigger([&job] {
       std::this_thread::sleep_for(300ms);
@@ -168,9 +179,10 @@ int main(int argc, char** argv) {
     auto job = stream_traits::session::from_environment();
     if (scenario == "slice") return weft_test::multiprocess::slice<stream_traits>(job);
     if (scenario == "pool") return pool(job);
-    if (scenario == "kill" && argc > 2) return killed(job, std::stoi(argv[2]));
+    if (scenario == "kill" && argc > 2) return killed(job, std::stoi(argv[2]), false);
+    if (scenario == "close" && argc > 2) return killed(job, std::stoi(argv[2]), true);
     if (scenario == "never" && argc > 2) return never(job, std::stoi(argv[2]), argc > 3 && std::string(argv[3]) == "fused");
-    std::cerr << "usage: " << argv[0] << " slice | pool | kill RANK | never RANK [fused]" << std::endl;
+    std::cerr << "usage: " << argv[0] << " slice | pool | kill RANK | close RANK | never RANK [fused]" << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -128,7 +128,7 @@ class stream_transport {
   bool test(request& r) { return world_->enqueue_wait(r.operation()); }
   void note_call(collective kind, std::string_view algorithm, int step) { world_->note_call({kind, algorithm, step}); }
   // weft::communicator's tell_others: a rank that gave up aborts every rank of the job.
-  void abort(int, std::string_view reason) { world_->abort(std::string(reason)); }
+  void abort(int culprit, std::string_view reason) { world_->report_lost(culprit, std::string(reason)); }
 
   // Waits for this rank's stream (see ordered::world::synchronize).
   void synchronize(std::chrono::milliseconds timeout) { world_->synchronize(rank(), timeout); }

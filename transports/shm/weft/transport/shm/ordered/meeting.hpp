@@ -10,49 +10,65 @@ namespace weft::shm::ordered {
 // Meets the other ranks of this host: hands over this rank's region and pool, maps theirs.
 template <sharing_backend Backend>
 void world<Backend>::meet(bootstrap::store& meeting) {
-  const auto deadline = deadline_clock::now() + config_.connect_timeout;
-  const std::string key = config_.prefix + "/shm-ordered/";
-  bootstrap::claim_rank(meeting, config_.prefix + "/shm-ordered-rank/" + std::to_string(rank_), rank_);
-  detail::handover offer;
-  offer.descriptors.push_back(own_.descriptor());
-  if (pool_->descriptor() >= 0) offer.descriptors.push_back(pool_->descriptor());
-  const std::uint64_t sizes[2] = {own_.bytes(), config_.pool_bytes};
-  offer.payload.assign(reinterpret_cast<const char*>(sizes), sizeof sizes);
-  offer.payload += pool_->handle();
-  detail::region_server server(config_.secret, std::move(offer), size_ - 1);
-  const std::string identity = detail::host_identity();
-  const std::string here = detail::host_name();
-  const std::string shape = std::to_string(shape_.envelopes) + "/" + std::to_string(shape_.flags) + "/" +
-                            std::string(pool_->way());
-  meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" + shape);
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    const auto value = meeting.get(key + std::to_string(peer), deadline);
-    if (!value) {
-      throw error(errc::timeout, who() + " timed out after " + std::to_string(config_.connect_timeout.count()) +
-                                     " ms at start-up: no address from rank " + std::to_string(peer) + " (not started?)");
+  // Watched from the start: a rank killed while the others wait for it at start-up is a notice
+  // that ends their wait (weft/bootstrap/failure_watch.hpp); later, any rank's loss aborts this one.
+  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, config_.prefix, rank_, 0, [this](int lost, const std::string& why) {
+    if (lost < 0 || !watching_.load()) return;
+    std::lock_guard lock(mutex_);
+    abort_locked(lost == rank_ ? "the other ranks count this rank as lost (" + why + ")"
+                               : "rank " + std::to_string(lost) + " was lost (" + why + ")",
+                 errc::peer_lost);
+  });
+  try {
+    const auto deadline = deadline_clock::now() + config_.connect_timeout;
+    const std::string key = config_.prefix + "/shm-ordered/";
+    bootstrap::claim_rank(meeting, config_.prefix + "/shm-ordered-rank/" + std::to_string(rank_), rank_);
+    detail::handover offer;
+    offer.descriptors.push_back(own_.descriptor());
+    if (pool_->descriptor() >= 0) offer.descriptors.push_back(pool_->descriptor());
+    const std::uint64_t sizes[2] = {own_.bytes(), config_.pool_bytes};
+    offer.payload.assign(reinterpret_cast<const char*>(sizes), sizeof sizes);
+    offer.payload += pool_->handle();
+    detail::region_server server(config_.secret, std::move(offer), size_ - 1);
+    const std::string identity = detail::host_identity();
+    const std::string here = detail::host_name();
+    const std::string shape = std::to_string(shape_.envelopes) + "/" + std::to_string(shape_.flags) + "/" +
+                              std::string(pool_->way());
+    meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" + shape);
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      const auto value = meeting.get(key + std::to_string(peer), deadline);
+      if (!value) {
+        throw error(errc::timeout, who() + " timed out after " + std::to_string(config_.connect_timeout.count()) +
+                                       " ms at start-up: no address from rank " + std::to_string(peer) + " (not started?)");
+      }
+      std::vector<std::string> field;
+      std::size_t start = 0;
+      for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
+        field.push_back(value->substr(start, bar - start));
+      field.push_back(value->substr(start));
+      if (field.size() != 4) throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + " published '" + *value + "'");
+      if (field[0] != identity) {
+        throw error(errc::invalid_argument, "stream-ordered transport: " + who() + " runs on host " + here + " and rank " +
+                                                std::to_string(peer) + " on host " + field[1] +
+                                                ": it joins the processes of one host");
+      }
+      if (field[3] != shape) {
+        throw error(errc::invalid_argument, "stream-ordered transport: rank " + std::to_string(peer) + " has envelopes/"
+                                            "flags/sharing " + field[3] + ", " + who() + " " + shape +
+                                            ": every rank must be built and configured alike");
+      }
+      attach(peer, detail::fetch_handover(field[2], config_.secret, peer, deadline));
     }
-    std::vector<std::string> field;
-    std::size_t start = 0;
-    for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
-      field.push_back(value->substr(start, bar - start));
-    field.push_back(value->substr(start));
-    if (field.size() != 4) throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + " published '" + *value + "'");
-    if (field[0] != identity) {
-      throw error(errc::invalid_argument, "stream-ordered transport: " + who() + " runs on host " + here + " and rank " +
-                                              std::to_string(peer) + " on host " + field[1] +
-                                              ": it joins the processes of one host");
+    if (!server.finish(deadline)) {
+      throw error(errc::timeout, who() + " timed out at start-up: not every rank fetched its region");
     }
-    if (field[3] != shape) {
-      throw error(errc::invalid_argument, "stream-ordered transport: rank " + std::to_string(peer) + " has envelopes/"
-                                          "flags/sharing " + field[3] + ", " + who() + " " + shape +
-                                          ": every rank must be built and configured alike");
-    }
-    attach(peer, detail::fetch_handover(field[2], config_.secret, peer, deadline));
+  } catch (const error& failure) {
+    failures_->await_notice(failure);
+    failures_->rethrow_if_lost(who());
+    throw;
   }
-  if (!server.finish(deadline)) {
-    throw error(errc::timeout, who() + " timed out at start-up: not every rank fetched its region");
-  }
+  failures_->started();
 }
 
 // Maps what `peer` handed over: its region (registered for the device) and its pool.

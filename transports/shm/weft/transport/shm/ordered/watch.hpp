@@ -61,6 +61,11 @@ void world<Backend>::watch_peers() {
         return;
       }
     }
+    if (views_[p].control()->closed.load(std::memory_order_acquire) != 0 && waits_on(peer)) {
+      abort_locked("rank " + std::to_string(peer) + " closed its transport while this rank still waits for it",
+                   errc::peer_lost);
+      return;
+    }
     const state_block* state = views_[p].state();
     if (state->aborted.load(std::memory_order_acquire) != 0) {
       abort_locked(std::string(state->reason, strnlen(state->reason, sizeof state->reason)), errc::peer_lost);
@@ -132,6 +137,20 @@ error world<Backend>::timed_out(std::chrono::milliseconds timeout) {
                      std::string(to_string(w.note.kind)) + ", or issued another call; abort() releases the streams");
   }
   return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
+}
+
+// Locked. Whether this rank still waits for `peer`: a receive from it unmatched, a transfer with
+// it unfinished, or a whole collective without its part.
+template <sharing_backend Backend>
+bool world<Backend>::waits_on(int peer) const {
+  if (!pending_[static_cast<std::size_t>(peer)].empty()) return true;
+  for (const auto& w : waits_) {
+    if (w.peer == peer && !w.done.done()) return true;
+  }
+  for (const auto& g : wholes_) {
+    if (g->mine && !g->enqueued && !g->parts[static_cast<std::size_t>(peer)].arrived) return true;
+  }
+  return false;
 }
 
 }  // namespace weft::shm::ordered

@@ -18,6 +18,7 @@
 // are idle, and every later call throws.
 #pragma once
 
+#include "weft/bootstrap/failure_watch.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/error.hpp"
 #include "weft/detail/operation_pool.hpp"
@@ -115,15 +116,18 @@ class world {
     try {
       if (size > 1) meet(*meeting);
     } catch (...) {
+      failures_.reset();
       teardown();
       throw;
     }
+    watching_ = true;
     progress_ = std::thread([this] { progress(); });
   }
   world(const world&) = delete;
   world& operator=(const world&) = delete;
   ~world() {
     drain_or_abort();
+    failures_.reset();  // an orderly end: the lifeline is withdrawn
     stopping_ = true;
     detail::ring(mine().control());
     if (progress_.joinable()) progress_.join();
@@ -163,6 +167,13 @@ class world {
     std::lock_guard lock(mutex_);
     abort_locked(reason.empty() ? "aborted by the caller" : reason, errc::transport);
   }
+  // The communicator gave up on `culprit`: this rank aborts, and the whole job hears of it
+  // through the bootstrap store (ranks on other hosts of a larger job too).
+  void report_lost(int culprit, const std::string& reason) {
+    abort(reason);
+    if (failures_) failures_->report(culprit, reason);
+  }
+
   bool aborted() const {
     std::lock_guard lock(mutex_);
     return aborted_.has_value();
@@ -455,6 +466,7 @@ class world {
   void progress();
   bool news() const;
   void watch_peers();
+  bool waits_on(int peer) const;
 
   template <class Done>
   void wait_until(Done done, deadline_clock::time_point deadline, std::chrono::milliseconds timeout) {
@@ -556,6 +568,8 @@ class world {
   std::optional<std::string> aborted_;
   errc code_ = errc::transport;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> watching_{false};  // the job's notices abort this rank (after start-up)
+  std::unique_ptr<bootstrap::failure_watch> failures_;
   std::thread progress_;
 };
 
