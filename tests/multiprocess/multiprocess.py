@@ -574,8 +574,14 @@ def scenario_stream(ranks_program, weft_run):
         check(code == 0 and len(ok) == size,
               "stream-ordered, %d processes under weft-run: the collective slice passes on every rank (%.1f s)"
               % (size, took), output)
-    # Buffers from the pool are read in place; a pool too small for a message stages nothing and
-    # says so before anything is sent.
+    # Sends from outside the pool staged in pieces of 4 KiB through two areas (messages of up to
+    # 256 KiB here: up to 64 pieces each).
+    env = dict(os.environ, WEFT_TIMEOUT_MS="60000", WEFT_SHM_STAGE_BYTES="4K")
+    code, output, took = run([sys.executable, weft_run, "-n", "3", "--timeout", "240", "--", ranks_program, "slice"],
+                             timeout=300, env=env)
+    check(code == 0 and output.count("slice ok on 3 ranks (weft) over stream-ordered") == 3,
+          "stream-ordered, 3 processes, sends staged in pieces of 4 KiB: the slice passes (%.1f s)" % took, output)
+    # Buffers from the pool are read in place.
     env = dict(os.environ, WEFT_TIMEOUT_MS="60000")
     code, output, took = run([sys.executable, weft_run, "-n", "3", "--timeout", "240", "--", ranks_program, "pool"],
                              timeout=300, env=env)

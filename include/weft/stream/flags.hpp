@@ -54,15 +54,19 @@ class flag_pool {
     for (std::uint32_t* chunk : chunks_) backend_->free_flags(chunk, chunk_flags);
   }
 
-  // A flag no stream will write again, with a value above every one it had.
-  flag_ticket take() {
+  // A flag no stream will write again, with a value above every one it had. With `count` > 1,
+  // the flag counts `count` steps: the ticket's value is the first, value + count - 1 the last
+  // (what the slot waits for before it is free again, and what abort writes).
+  flag_ticket take(std::uint32_t count = 1) {
     if (free_.empty()) reclaim();
     if (free_.empty()) grow();
     const std::size_t index = free_.back();
     free_.pop_back();
     slot& s = slots_[index];
     s.busy = true;
-    return {s.word, ++s.last};
+    const std::uint32_t first = s.last + 1;
+    s.last += count;
+    return {s.word, first};
   }
 
   // A flag kept for good (a rank's "posted" counter, whose value its owner advances); abort

@@ -20,7 +20,8 @@
 // The GPU of a rank: WEFT_CUDA_DEVICE, else its local rank modulo the GPUs the process sees.
 // Buffers from weft::cuda::allocate (or comm.memory().allocate) lie in the pool
 // (WEFT_CUDA_POOL_BYTES, 256 MiB by default) and cross in one copy; any other device buffer is
-// first copied into the sender's pool by its stream.
+// first copied into the sender's pool: by its stream, or, past WEFT_CUDA_STAGE_BYTES (4 MiB), in
+// pieces through two areas of the pool that the receiver empties in turn.
 //
 // Building: the session meets through the TCP store (Boost.Asio), whose executor traits nvcc's
 // front end parses only with BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES defined. This header defines
@@ -160,7 +161,7 @@ class ipc_backend {
 static_assert(weft::shm::ordered::sharing_backend<ipc_backend>);
 
 // What an IPC rank is made with: the stream-ordered settings, from WEFT_CUDA_DEVICE,
-// WEFT_CUDA_POOL_BYTES and WEFT_TIMEOUT_MS (docs/tuning.md).
+// WEFT_CUDA_POOL_BYTES, WEFT_CUDA_STAGE_BYTES and WEFT_TIMEOUT_MS (docs/tuning.md).
 struct ipc_config : weft::shm::stream_config {
   static ipc_config from_environment() {
     namespace env = weft::detail::env;
@@ -171,6 +172,8 @@ struct ipc_config : weft::shm::stream_config {
       result.pool_bytes = static_cast<std::size_t>(*value);
     }
     if (const auto value = env::count("WEFT_CUDA_DEVICE", 1 << 16)) result.device = static_cast<int>(*value);
+    result.stage_piece_bytes = std::size_t{4} << 20;
+    result.read_stage_bytes("WEFT_CUDA_STAGE_BYTES");
     return result;
   }
 };

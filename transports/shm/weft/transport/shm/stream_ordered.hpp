@@ -15,7 +15,8 @@
 // the receiver's region; the receiver's host matches it and enqueues the transfer, one copy (or
 // one combine, for a reducing receive) from the sender's pool into the receive buffer, ordered
 // by flags the streams wait on and write. Buffers from comm.memory() (the pool) are read in
-// place; any other buffer is first copied into the sender's pool by its stream.
+// place; any other buffer is first copied into the sender's pool (by its stream, or, past
+// stage_piece_bytes, in pieces through two areas the receiver empties in turn).
 //
 // Faults: a peer whose process ends, or that aborts, releases every stream of every survivor
 // within a few milliseconds; their next synchronize throws peer_lost naming it.
@@ -43,8 +44,9 @@ struct stream_config : ordered::settings {
   int device = -1;      // the rank's device; -1: the launcher's local rank modulo the devices seen
   int local_rank = -1;  // the rank among those of its host, when the launcher says
 
-  // WEFT_TIMEOUT_MS (start-up, and how long a full FIFO or pool may stall a send) and
-  // WEFT_SHM_POOL_BYTES (the pool: default 256 MiB here); a value that cannot be read is refused.
+  // WEFT_TIMEOUT_MS (start-up, and how long a full FIFO or pool may stall a send),
+  // WEFT_SHM_POOL_BYTES (the pool: default 256 MiB here) and WEFT_SHM_STAGE_BYTES (the pieces a
+  // send from outside the pool is staged in); a value that cannot be read is refused.
   static stream_config from_environment() {
     namespace env = weft::detail::env;
     stream_config result;
@@ -55,7 +57,16 @@ struct stream_config : ordered::settings {
     if (const auto value = env::bytes("WEFT_SHM_POOL_BYTES", std::uint64_t{1} << 40)) {
       result.pool_bytes = static_cast<std::size_t>(*value);
     }
+    result.read_stage_bytes("WEFT_SHM_STAGE_BYTES");
     return result;
+  }
+  // A staging piece's size from `variable` (at least 64 bytes, rounded down to 64).
+  void read_stage_bytes(const char* variable) {
+    namespace env = weft::detail::env;
+    if (const auto value = env::bytes(variable, std::uint64_t{1} << 40)) {
+      if (*value < 64) env::refuse(variable, std::to_string(*value), "at least 64 bytes");
+      stage_piece_bytes = static_cast<std::size_t>(*value) / 64 * 64;
+    }
   }
   // What the launch settled (weft::basic_session calls it): the job's secret and the local rank.
   void adopt(const bootstrap::launch& where, const std::string& job_secret) {

@@ -54,8 +54,17 @@ struct alignas(cache_line) envelope {
                             // when read; a part: the flag the sender's share raises when done
   std::uint32_t value;      // what that flag is raised to
   std::uint32_t kind;       // 0: a message; else 1 + the collective of a part
+  // A message staged in pieces (pieces > 1): `where` and `out_where` are the two areas the
+  // sender's staging lane fills in turn, `out_bytes` a piece's bytes; the lane raises `ready`
+  // to ready_value + i once piece i is in its area, the receiver's transfer raises `consumed`
+  // to consumed_value + i once it has read it.
+  std::uint32_t pieces;
+  std::uint32_t ready;
+  std::uint32_t ready_value;
+  std::uint32_t consumed;
+  std::uint32_t consumed_value;
 };
-static_assert(sizeof(envelope) == cache_line);
+static_assert(sizeof(envelope) == 2 * cache_line);
 
 inline constexpr std::size_t flag_chunk = 1024;  // flags are handed out in chunks of this many
 

@@ -119,7 +119,7 @@ void world<Backend>::enqueue_whole(whole_group& g) {
     posts.push_back(g.parts[static_cast<std::size_t>(r)].posted);
     waits.push_back({views_[static_cast<std::size_t>(r)].posted(), g.parts[static_cast<std::size_t>(r)].posted});
   }
-  lane& l = weft::stream::detail::lane_after(backend_, lanes_.back(), device_, posts, [&](int d, stream_type s) {
+  lane& l = weft::stream::detail::lane_after(backend_, lanes_[static_cast<std::size_t>(size_)], device_, posts, [&](int d, stream_type s) {
     return memory_type(backend_.memory_on(d, s), allocator_.get());
   });
   weft::stream::detail::enqueue_waits(backend_, l.stream, waits);
@@ -182,6 +182,11 @@ void world<Backend>::publish(int peer, const announced& part, std::unique_lock<s
   e.flag = part.flag;
   e.value = part.value;
   e.kind = part.kind;
+  e.pieces = part.pieces;
+  e.ready = part.ready;
+  e.ready_value = part.ready_value;
+  e.consumed = part.consumed;
+  e.consumed_value = part.consumed_value;
   e.sequence.store(++sent_[p], std::memory_order_release);
   detail::ring(to.control());
 }

@@ -65,6 +65,7 @@ struct settings {
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds stall_timeout{std::chrono::minutes(5)};  // a full FIFO, a full pool
   std::size_t pool_bytes = std::size_t{256} << 20;
+  std::size_t stage_piece_bytes = std::size_t{4} << 20;  // a send from outside the pool larger than this goes in pieces
   std::size_t envelopes = 256;  // per pair and direction
   std::size_t flags = 16 * flag_chunk;
 };
@@ -111,7 +112,7 @@ class world {
     read_.assign(static_cast<std::size_t>(size), 0);
     arrived_.resize(static_cast<std::size_t>(size));
     pending_.resize(static_cast<std::size_t>(size));
-    lanes_.resize(static_cast<std::size_t>(size) + 1);  // per sender, then the whole collectives
+    lanes_.resize(static_cast<std::size_t>(size) + 2);  // per sender, the whole collectives, the staging
     highest_post_.assign(static_cast<std::size_t>(size), 0);
     try {
       if (size > 1) meet(*meeting);
@@ -184,62 +185,10 @@ class world {
     note_ = note;
   }
 
-  operation* post_send(int peer, tag_t tag, const std::byte* data, std::size_t size) {
-    std::unique_lock lock(mutex_);
-    refuse_if_aborted();
-    const auto p = static_cast<std::size_t>(peer);
-    const region_view to = views_[p];
-    wait_for_room(lock, peer, to);
-    const std::byte* where = data;
-    std::byte* staged = nullptr;
-    if (size != 0 && !memory_->in_pool(data, size)) {
-      staged = stage(lock, size);
-      memory_->copy({staged, size}, {data, size});
-      where = staged;
-    }
-    operation* op = acquire(true, rank_, peer, tag, size);
-    op->send_data = data;
-    op->done = flags_->take();
-    op->settled = true;
-    flags_->give_back(op->done, true);  // the receiver's transfer writes it
-    if (staged != nullptr) staged_.push_back({op->done, staged, size});
-    envelope& e = *to.slot(rank_, sent_[p]);
-    e.tag = tag;
-    e.bytes = size;
-    e.where = size == 0 ? 0 : static_cast<std::uint64_t>(where - pool_->data());
-    e.posted = op->posted;
-    e.flag = static_cast<std::uint32_t>(op->done.word - mine().flags());
-    e.value = op->done.value;
-    e.out_bytes = e.out_where = 0;
-    e.kind = 0;
-    e.sequence.store(++sent_[p], std::memory_order_release);
-    detail::ring(to.control());
-    return op;
-  }
-
+  // A send or a receive (weft/transport/shm/ordered/messages.hpp).
+  operation* post_send(int peer, tag_t tag, const std::byte* data, std::size_t size);
   operation* post_recv(int peer, tag_t tag, std::byte* data, std::size_t size, const weft::detail::reducer* combine,
-                       const std::byte* own) {
-    std::lock_guard lock(mutex_);
-    refuse_if_aborted();
-    operation* op = acquire(false, peer, rank_, tag, size);
-    op->recv_data = data;
-    if (combine != nullptr) op->combine.emplace(*combine);
-    op->own = own;
-    op->done = flags_->take();
-    const auto p = static_cast<std::size_t>(peer);
-    drain(peer);
-    auto& waiting = arrived_[p];
-    const auto found = std::find_if(waiting.begin(), waiting.end(), [&](const announced& e) { return e.tag == tag; });
-    if (found == waiting.end()) {
-      pending_[p].push_back(op);
-      return op;
-    }
-    const announced e = *found;
-    waiting.erase(found);
-    transfer(*op, e);
-    if (op->failed) throw error(errc::mismatch, mismatch_message(*op));
-    return op;
-  }
+                       const std::byte* own);
 
   // Orders this rank's stream after the operation's transfer; never blocks the host.
   bool enqueue_wait(operation* op) {
@@ -292,6 +241,7 @@ class world {
   struct announced {
     std::uint64_t tag = 0, bytes = 0, where = 0, out_bytes = 0, out_where = 0;
     std::uint32_t posted = 0, flag = 0, value = 0, kind = 0;
+    std::uint32_t pieces = 1, ready = 0, ready_value = 0, consumed = 0, consumed_value = 0;
   };
   // A whole collective (weft::fused): every rank's part, as mapped here, and what each rank's
   // share raises when done (weft/transport/shm/ordered/whole.hpp).
@@ -327,118 +277,13 @@ class world {
     return op;
   }
 
-  // Waits (the lock released) until the receiver's FIFO from this rank has room.
-  void wait_for_room(std::unique_lock<std::mutex>& lock, int peer, const region_view& to) {
-    const auto p = static_cast<std::size_t>(peer);
-    const auto deadline = deadline_clock::now() + config_.stall_timeout;
-    while (sent_[p] - to.tail(rank_)->value.load(std::memory_order_acquire) >= shape_.envelopes) {
-      if (deadline_clock::now() >= deadline) {
-        throw error(errc::timeout, who() + ": rank " + std::to_string(peer) + " has not read the last " +
-                                       std::to_string(shape_.envelopes) + " messages this rank sent it for " +
-                                       std::to_string(config_.stall_timeout.count()) + " ms");
-      }
-      lock.unlock();
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-      lock.lock();
-      refuse_if_aborted();
-    }
-  }
-
-  // Room in the pool for a staged message, once the messages staged earlier are read.
-  std::byte* stage(std::unique_lock<std::mutex>& lock, std::size_t bytes) {
-    if (bytes > config_.pool_bytes) {
-      throw error(errc::invalid_argument,
-                  who() + ": a message of " + std::to_string(bytes) + " bytes from outside the pool cannot be staged "
-                          "through a pool of " + std::to_string(config_.pool_bytes) +
-                          " bytes; allocate the buffer from comm.memory() (read in place, one copy) or raise the "
-                          "pool's size; nothing was sent");
-    }
-    const auto deadline = deadline_clock::now() + config_.stall_timeout;
-    while (true) {
-      reclaim_staging();
-      if (std::byte* area = allocator_->take(bytes)) return area;
-      if (deadline_clock::now() >= deadline) {
-        throw error(errc::timeout, who() + ": the pool (" + std::to_string(config_.pool_bytes) +
-                                       " bytes) stayed full of messages not yet received for " +
-                                       std::to_string(config_.stall_timeout.count()) + " ms");
-      }
-      lock.unlock();
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-      lock.lock();
-      refuse_if_aborted();
-    }
-  }
-
-  void reclaim_staging() {
-    std::erase_if(staged_, [&](const staging& s) {
-      if (!s.done.done()) return false;
-      allocator_->give_back(s.data, s.bytes);
-      return true;
-    });
-  }
-
-  // Reads the envelopes `sender` published since the last look; matches each with the oldest
-  // unmatched receive of its tag, or keeps it.
-  void drain(int sender) {
-    const auto s = static_cast<std::size_t>(sender);
-    const region_view here = mine();
-    while (true) {
-      envelope& e = *here.slot(sender, read_[s]);
-      if (e.sequence.load(std::memory_order_acquire) != read_[s] + 1) return;
-      const announced copy{e.tag, e.bytes, e.where, e.out_bytes, e.out_where, e.posted, e.flag, e.value, e.kind};
-      here.tail(sender)->value.store(++read_[s], std::memory_order_release);
-      if (copy.kind != 0) {
-        arrive_part(sender, copy);
-        continue;
-      }
-      auto& queue = pending_[s];
-      const auto found = std::find_if(queue.begin(), queue.end(), [&](const operation* op) { return op->tag == copy.tag; });
-      if (found == queue.end()) {
-        arrived_[s].push_back(copy);
-        continue;
-      }
-      operation* op = *found;
-      queue.erase(found);
-      transfer(*op, copy);
-    }
-  }
-
-  // The lane's work for a matched receive: wait for both posts, copy or combine from the
-  // sender's pool, write both done flags.
-  void transfer(operation& op, const announced& e) {
-    const auto p = static_cast<std::size_t>(op.source);
-    const region_view from = views_[p];
-    std::uint32_t* sender_done = from.flags() + e.flag;
-    if (e.bytes != op.size) {
-      op.failed = true;
-      op.other_size = static_cast<std::size_t>(e.bytes);
-      store_flag(sender_done, e.value);
-      store_flag(op.done.word, op.done.value);
-      settle(&op, false);
-      abort_locked(mismatch_message(op), errc::mismatch);
-      return;
-    }
-    highest_post_[p] = std::max(highest_post_[p], e.posted, [](std::uint32_t a, std::uint32_t b) {
-      return static_cast<std::int32_t>(a - b) < 0;
-    });
-    const std::uint32_t posts[] = {e.posted, op.posted};
-    lane& l = weft::stream::detail::lane_after(backend_, lanes_[p], device_, posts, [&](int d, stream_type s) {
-      return memory_type(backend_.memory_on(d, s), allocator_.get());
-    });
-    const flag_wait waits[] = {{from.posted(), e.posted}, {mine().posted(), op.posted}};
-    weft::stream::detail::enqueue_waits(backend_, l.stream, std::span<const flag_wait>(waits));
-    const std::size_t n = op.size;
-    const std::byte* source = pool_bases_[p] + e.where;
-    if (n != 0 && op.combine) {
-      op.combine->apply_in(l.memory, {op.recv_data, n}, {op.own, n}, {source, n});
-    } else if (n != 0) {
-      l.memory.copy({op.recv_data, n}, {source, n});
-    }
-    backend_.write_flag(l.stream, op.done.word, op.done.value);
-    backend_.write_flag(l.stream, sender_done, e.value);
-    l.last = op.done;
-    settle(&op, true);
-  }
+  // Messages (weft/transport/shm/ordered/messages.hpp).
+  void wait_for_room(std::unique_lock<std::mutex>& lock, int peer, const region_view& to);
+  std::byte* stage(std::unique_lock<std::mutex>& lock, std::size_t bytes);
+  void stage_in_pieces(operation& op, announced& e, std::unique_lock<std::mutex>& lock);
+  void reclaim_staging();
+  void drain(int sender);
+  void transfer(operation& op, const announced& e);
 
   void settle(operation* op, bool written) {
     if (op->settled) return;
@@ -558,7 +403,8 @@ class world {
   std::vector<std::uint64_t> read_;               // per sender: envelopes read from it
   std::vector<std::deque<announced>> arrived_;    // per sender: envelopes not yet matched
   std::vector<std::deque<operation*>> pending_;   // per sender: receives not yet matched
-  std::vector<weft::stream::detail::lane_set<Backend, memory_type>> lanes_;  // per sender, then wholes
+  // per sender, then the whole collectives' (lanes_[size]), then the staging lanes (lanes_[size + 1])
+  std::vector<weft::stream::detail::lane_set<Backend, memory_type>> lanes_;
   std::vector<std::uint32_t> highest_post_;       // per sender: the latest post a lane waits for
   std::deque<weft::stream::detail::wait_record> waits_;
   std::deque<staging> staged_;
@@ -576,5 +422,6 @@ class world {
 }  // namespace weft::shm::ordered
 
 #include "weft/transport/shm/ordered/meeting.hpp"
+#include "weft/transport/shm/ordered/messages.hpp"
 #include "weft/transport/shm/ordered/watch.hpp"
 #include "weft/transport/shm/ordered/whole.hpp"
