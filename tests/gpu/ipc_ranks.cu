@@ -3,12 +3,16 @@
 //
 //   ipc_ranks refusals    a bad WEFT_CUDA_DEVICE, and (without a GPU) the error a rank gives
 //   ipc_ranks probe       exits 77 ("skipped") when this host has no GPU, 0 otherwise
-//   ipc_ranks slice       collectives x algorithms (fused, whole, included), several types and reductions, on device
-//                         buffers from the pool (read in place) and from cudaMalloc (staged);
-//                         every result compared bitwise with a host reference
+//   ipc_ranks slice       every type and reduction on allreduce (fused and message algorithms),
+//                         then collectives x algorithms (fused included) on float, int32 and
+//                         double from 0 to 1M elements (8 MiB messages staged in pieces), on
+//                         device buffers from the pool (read in place) and from cudaMalloc
+//                         (staged); every result compared bitwise with a host reference
 //   ipc_ranks kill V      rank V SIGKILLs itself mid-allreduce; every other rank's synchronize
 //                         must throw peer_lost naming it, within a second
 //   ipc_ranks bench       allreduce of floats from the pool: busbw at 256 MiB, time at 8 B
+#include "checks.hpp"
+
 #include "weft/transport/cuda.hpp"
 #include "weft/transport/cuda/ipc.hpp"
 #include "weft/weft.hpp"
@@ -33,12 +37,13 @@ using comm_type = weft::communicator<weft::cuda::ipc_transport>;
 
 int failures = 0;
 
-// Exact in every type: small integers, and factors of +-1, +-2 for prod.
+// Exact in every type: small integers (and their sums over 4 ranks), and factors of +-1, +-2.
 template <class T>
 T value_for(int rank, std::size_t i, bool factors) {
   const long v = factors ? (((rank + static_cast<long>(i)) % 4 < 2) ? 1 : 2) * (((rank + static_cast<long>(i)) % 2) ? -1 : 1)
                          : static_cast<long>((static_cast<std::size_t>(rank) * 7 + i * 3) % 11) + 1;
-  return static_cast<T>(static_cast<float>(v));
+  if constexpr (std::is_unsigned_v<T>) return static_cast<T>(v < 0 ? -v : v);
+  else return static_cast<T>(static_cast<float>(v));
 }
 
 // Device memory of `count` T: from the rank's pool, or from cudaMalloc.
@@ -74,10 +79,10 @@ struct buffer {
 template <class T>
 void expect_equal(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
   for (std::size_t i = 0; i < want.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+    if (!weft_gpu_test::same_bits(got[i], want[i])) {
       ++failures;
-      std::cout << "FAIL " << what << ": element " << i << " is " << static_cast<double>(got[i]) << ", not "
-                << static_cast<double>(want[i]) << std::endl;
+      std::cout << "FAIL " << what << " " << weft_gpu_test::type_name<T>() << ": element " << i << " is "
+                << static_cast<double>(got[i]) << ", not " << static_cast<double>(want[i]) << std::endl;
       return;
     }
   }
@@ -91,8 +96,8 @@ void allreduce_case(comm_type& comm, std::size_t count, bool pooled, Op op, bool
   for (std::size_t i = 0; i < count; ++i) {
     mine[i] = value_for<T>(comm.rank(), i, factors);
     T folded = value_for<T>(0, i, factors);
-    for (int r = 1; r < p; ++r) folded = op(folded, value_for<T>(r, i, factors));
-    want[i] = folded;
+    for (int r = 1; r < p; ++r) folded = static_cast<T>(op(folded, value_for<T>(r, i, factors)));
+    want[i] = weft::finalize(op, folded, p);
   }
   data.upload(mine);
   weft::allreduce(comm, data.span(), op, Algorithm{});
@@ -172,8 +177,39 @@ void type_cases(comm_type& comm, std::size_t count, bool pooled) {
   movement_cases<T, weft::fused>(comm, count, pooled);
 }
 
+// Every reduction of every type, on allreduce (fused and message algorithms), pool and staged.
+template <class T>
+void every_op(comm_type& comm, bool pooled) {
+  allreduce_case<T, weft::sum, weft::fused>(comm, 1003, pooled, weft::sum{}, false, "sum");
+  allreduce_case<T, weft::prod, weft::ring>(comm, 1003, pooled, weft::prod{}, true, "prod");
+  allreduce_case<T, weft::min, weft::fused>(comm, 1003, pooled, weft::min{}, false, "min");
+  allreduce_case<T, weft::max, weft::recursive_halving>(comm, 1003, pooled, weft::max{}, false, "max");
+  if constexpr (std::is_integral_v<T>) {
+    allreduce_case<T, weft::band, weft::ring>(comm, 1003, pooled, weft::band{}, false, "band");
+    allreduce_case<T, weft::bor, weft::fused>(comm, 1003, pooled, weft::bor{}, false, "bor");
+    allreduce_case<T, weft::bxor, weft::double_binary_tree>(comm, 1003, pooled, weft::bxor{}, false, "bxor");
+  } else {
+    allreduce_case<T, weft::avg, weft::ring>(comm, 1003, pooled, weft::avg{}, false, "avg");
+    allreduce_case<T, weft::avg, weft::fused>(comm, 1003, pooled, weft::avg{}, false, "avg");
+  }
+}
+
 int slice(weft::cuda::session& job) {
   auto& comm = job.comm();
+  for (const bool pooled : {true, false}) {
+    every_op<std::int8_t>(comm, pooled);
+    every_op<std::uint8_t>(comm, pooled);
+    every_op<std::int16_t>(comm, pooled);
+    every_op<std::uint16_t>(comm, pooled);
+    every_op<std::int32_t>(comm, pooled);
+    every_op<std::uint32_t>(comm, pooled);
+    every_op<std::int64_t>(comm, pooled);
+    every_op<std::uint64_t>(comm, pooled);
+    every_op<float>(comm, pooled);
+    every_op<double>(comm, pooled);
+    every_op<weft::half>(comm, pooled);
+    every_op<weft::bfloat16>(comm, pooled);
+  }
   for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1003}, std::size_t{1} << 20}) {
     for (const bool pooled : {true, false}) {
       type_cases<float>(comm, count, pooled);

@@ -137,16 +137,17 @@ def socket_inodes(process):
     return inodes
 
 
-def wait_for_store(process, port, serving, timeout=30.0):
-    """Waits until `process` serves the store at `port` (serving) or is connected to it, rather
-    than guessing how long a loaded machine takes to start a process; False if it did not in
-    `timeout` seconds or ended first."""
+def wait_for_store(process, port, serving, timeout=30.0, connections=1):
+    """Waits until `process` serves the store at `port` (serving) or holds `connections`
+    connections to it, rather than guessing how long a loaded machine takes to start a process;
+    False if it did not in `timeout` seconds or ended first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and process.poll() is None:
         sockets = tcp_sockets("0A" if serving else "01")
         mine = socket_inodes(process)
-        if any(inode in mine and (local if serving else remote) == port
-               for inode, (local, remote) in sockets.items()):
+        held = sum(1 for inode, (local, remote) in sockets.items()
+                   if inode in mine and (local if serving else remote) == port)
+        if held >= (1 if serving else connections):
             return True
         time.sleep(0.02)
     return False
@@ -287,7 +288,10 @@ def killed_before_joining(ranks_program, label="", extra=None):
     ranks 0 and 3 must fail naming rank 2 within 10 s of the kill, and rank 1 fail too."""
     port = free_port()
     early = start_ranks([0, 2, 3], 4, [ranks_program, "slice"], 300000, port=port, extra=extra)
-    check(wait_for_store(early[2], port, serving=False), "%skilled before it joins: rank 2 reached the store" % label)
+    # Two connections: the session's, and its transport's failure watch, whose end is what tells
+    # the others (a rank killed before its transport has one is only found by their timeout).
+    check(wait_for_store(early[2], port, serving=False, connections=2),
+          "%skilled before it joins: rank 2 reached the store, its failure watch too" % label)
     if label.startswith("ofi shm"):
         # libfabric's shm provider makes rank 2's region (/dev/shm/<pid>:...) just before rank 2
         # publishes its address: wait for the region, so that the kill comes after it is known.
