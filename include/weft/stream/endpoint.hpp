@@ -84,6 +84,16 @@ struct wait_record {
   call_note note;
 };
 
+// What a stream waiting on `w` waits for, for a timed-out synchronize.
+inline std::string waiting_for(const wait_record& w) {
+  const std::string peer = std::to_string(w.peer);
+  const std::string kind(to_string(w.note.kind));
+  return ": it waits for rank " + peer + " to " + (w.is_send ? "receive " : "send ") + std::to_string(w.size) +
+         " bytes (" + kind + (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) +
+         ", step " + std::to_string(w.note.step) + "); rank " + peer + " may not have issued " + kind +
+         ", or issued another call; abort() releases the streams";
+}
+
 }  // namespace detail
 
 template <backend Backend>

@@ -63,6 +63,16 @@ inline std::optional<std::string> conflict(const whole_call& g, int rank, collec
          "); the ranks made different calls, or with different counts";
 }
 
+// What a stream waiting on whole collective `g` waits for: the ranks that have not posted.
+inline std::string missing_parts(const whole_call& g) {
+  std::string missing;
+  for (std::size_t i = 0; i < g.parts.size(); ++i) {
+    if (!g.parts[i].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  }
+  return ": it waits for rank(s) " + missing + " to issue " + std::string(to_string(g.kind)) +
+         " (algorithm fused), which they have not; abort() releases the streams";
+}
+
 // One pass of a device's share: outs[k] = ins[0] op ins[1] op ... (a copy, with one input).
 struct pass {
   std::vector<const std::byte*> ins;

@@ -479,25 +479,11 @@ class world {
     const std::string head = "rank " + std::to_string(rank) + " (device " + std::to_string(r.device) +
                              "): its stream did not finish within " + std::to_string(timeout.count()) + " ms";
     for (const auto& g : wholes_) {  // a whole collective some rank has not posted its part of
-      if (g->enqueued || !g->parts[static_cast<std::size_t>(rank)].arrived) continue;
-      std::string missing;
-      for (std::size_t i = 0; i < g->parts.size(); ++i) {
-        if (!g->parts[i].arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-      }
-      return error(errc::timeout, head + ": it waits for rank(s) " + missing + " to issue " +
-                                      std::string(to_string(g->kind)) + " (algorithm fused), which they have "
-                                      "not; abort() releases the streams");
+      if (!g->enqueued && g->parts[static_cast<std::size_t>(rank)].arrived)
+        return error(errc::timeout, head + detail::missing_parts(*g));
     }
     for (const auto& w : r.waits) {
-      if (w.done.done()) continue;
-      return error(errc::timeout,
-                   head + ": it waits for rank " + std::to_string(w.peer) + " to " +
-                       (w.is_send ? "receive " : "send ") + std::to_string(w.size) + " bytes (" +
-                       std::string(to_string(w.note.kind)) +
-                       (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) +
-                       ", step " + std::to_string(w.note.step) + "); rank " + std::to_string(w.peer) +
-                       " may not have issued " + std::string(to_string(w.note.kind)) +
-                       ", or issued another call; abort() releases the streams");
+      if (!w.done.done()) return error(errc::timeout, head + detail::waiting_for(w));
     }
     return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
   }

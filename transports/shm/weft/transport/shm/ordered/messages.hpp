@@ -114,18 +114,12 @@ auto world<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t
 template <sharing_backend Backend>
 void world<Backend>::wait_for_room(std::unique_lock<std::mutex>& lock, int peer, const region_view& to) {
   const auto p = static_cast<std::size_t>(peer);
-  const auto deadline = deadline_clock::now() + config_.stall_timeout;
-  while (sent_[p] - to.tail(rank_)->value.load(std::memory_order_acquire) >= shape_.envelopes) {
-    if (deadline_clock::now() >= deadline) {
-      throw error(errc::timeout, who() + ": rank " + std::to_string(peer) + " has not read the last " +
-                                     std::to_string(shape_.envelopes) + " messages this rank sent it for " +
-                                     std::to_string(config_.stall_timeout.count()) + " ms");
-    }
-    lock.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-    lock.lock();
-    refuse_if_aborted();
-  }
+  stall_until(
+      lock, [&] { return sent_[p] - to.tail(rank_)->value.load(std::memory_order_acquire) < shape_.envelopes; },
+      [&] {
+        return "rank " + std::to_string(peer) + " has not read the last " + std::to_string(shape_.envelopes) +
+               " messages this rank sent it";
+      });
 }
 
 // Room in the pool for a staged message, once the messages staged earlier are read.
@@ -138,14 +132,27 @@ auto world<Backend>::stage(std::unique_lock<std::mutex>& lock, std::size_t bytes
                         " bytes; allocate the buffer from comm.memory() (read in place, one copy) or raise the "
                         "pool's size; nothing was sent");
   }
+  std::byte* area = nullptr;
+  stall_until(
+      lock,
+      [&] {
+        reclaim_staging();
+        area = allocator_->take(bytes);
+        return area != nullptr;
+      },
+      [&] { return "the pool (" + std::to_string(config_.pool_bytes) + " bytes) stayed full of messages not yet received"; });
+  return area;
+}
+
+// Locked. Until ready(), looks again every 100 us with the lock released; throws errc::timeout
+// saying what() after the stall timeout, or what aborted this rank meanwhile.
+template <sharing_backend Backend>
+template <class Ready, class What>
+void world<Backend>::stall_until(std::unique_lock<std::mutex>& lock, Ready ready, What what) {
   const auto deadline = deadline_clock::now() + config_.stall_timeout;
-  while (true) {
-    reclaim_staging();
-    if (std::byte* area = allocator_->take(bytes)) return area;
+  while (!ready()) {
     if (deadline_clock::now() >= deadline) {
-      throw error(errc::timeout, who() + ": the pool (" + std::to_string(config_.pool_bytes) +
-                                     " bytes) stayed full of messages not yet received for " +
-                                     std::to_string(config_.stall_timeout.count()) + " ms");
+      throw error(errc::timeout, who() + ": " + what() + " for " + std::to_string(config_.stall_timeout.count()) + " ms");
     }
     lock.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(100));

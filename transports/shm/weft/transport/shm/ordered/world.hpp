@@ -279,6 +279,8 @@ class world {
 
   // Messages (weft/transport/shm/ordered/messages.hpp).
   void wait_for_room(std::unique_lock<std::mutex>& lock, int peer, const region_view& to);
+  template <class Ready, class What>
+  void stall_until(std::unique_lock<std::mutex>& lock, Ready ready, What what);
   std::byte* stage(std::unique_lock<std::mutex>& lock, std::size_t bytes);
   void stage_in_pieces(operation& op, announced& e, std::unique_lock<std::mutex>& lock);
   void reclaim_staging();
