@@ -4,6 +4,7 @@
 // every rank and to a host reference; a rank that never issues its call (synchronize's timeout
 // names it) and abort. Skipped (exit 77) without a GPU.
 #include "checks.hpp"
+#include "values.hpp"
 
 #include "weft/transport/cuda.hpp"
 #include "weft/weft.hpp"
@@ -20,15 +21,6 @@ using namespace weft_gpu_test;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Exact in every type: small integers (and their sums over 5 ranks) and factors of +-1, +-2.
-template <class T>
-T value_for(int rank, std::size_t i, bool factors) {
-  const long v = factors ? (((rank + static_cast<long>(i)) % 4 < 2) ? 1 : 2) * (((rank + static_cast<long>(i)) % 2) ? -1 : 1)
-                         : static_cast<long>((static_cast<std::size_t>(rank) * 7 + i * 3) % 11) + 1;
-  if constexpr (std::is_unsigned_v<T>) return static_cast<T>(v < 0 ? -v : v);
-  else return static_cast<T>(static_cast<float>(v));
-}
 
 template <class T>
 struct device_vector {

@@ -10,21 +10,20 @@ must get peer_lost naming it within a second); nothing left in /dev/shm. With --
 allreduce benchmark on 2 processes (ipc_ranks bench). Without a GPU it checks only what a rank
 says before it touches one (ipc_ranks refusals) and exits 77 (skipped) when that holds.
 """
+import importlib.util
 import os
 import socket
 import subprocess
 import sys
 import time
 
-failures = []
-
-
-def check(condition, what, detail=""):
-    print(("ok   " if condition else "FAIL ") + what)
-    if not condition:
-        failures.append(what)
-        if detail:
-            print("     " + detail.replace("\n", "\n     ")[:4000])
+# check() and the failures it records, as the multi-process tests have them.
+_spec = importlib.util.spec_from_file_location(
+    "multiprocess", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multiprocess", "multiprocess.py"))
+multiprocess = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(multiprocess)
+check = multiprocess.check
+failures = multiprocess.failures
 
 
 def free_port():

@@ -12,6 +12,7 @@
 //                         must throw peer_lost naming it, within a second
 //   ipc_ranks bench       allreduce of floats from the pool: busbw at 256 MiB, time at 8 B
 #include "checks.hpp"
+#include "values.hpp"
 
 #include "weft/transport/cuda.hpp"
 #include "weft/transport/cuda/ipc.hpp"
@@ -34,17 +35,9 @@ using namespace std::chrono_literals;
 namespace {
 
 using comm_type = weft::communicator<weft::cuda::ipc_transport>;
+using weft_gpu_test::value_for;
 
 int failures = 0;
-
-// Exact in every type: small integers (and their sums over 4 ranks), and factors of +-1, +-2.
-template <class T>
-T value_for(int rank, std::size_t i, bool factors) {
-  const long v = factors ? (((rank + static_cast<long>(i)) % 4 < 2) ? 1 : 2) * (((rank + static_cast<long>(i)) % 2) ? -1 : 1)
-                         : static_cast<long>((static_cast<std::size_t>(rank) * 7 + i * 3) % 11) + 1;
-  if constexpr (std::is_unsigned_v<T>) return static_cast<T>(v < 0 ? -v : v);
-  else return static_cast<T>(static_cast<float>(v));
-}
 
 // Device memory of `count` T: from the rank's pool, or from cudaMalloc.
 template <class T>

@@ -1,6 +1,7 @@
 // Operands for the device memory tests: every bit pattern of the 16-bit floats drawn at random
 // (subnormals, infinities and NaNs included), floats and doubles over a wide range, integers
-// over their whole range; and a user reduction that runs on host and device.
+// over their whole range; a user reduction that runs on host and device; and values whose
+// reductions are exact in every type.
 #pragma once
 
 #include "weft/detail/host_device.hpp"
@@ -44,5 +45,14 @@ struct a_plus_b_plus_a {
     else return (a + b) + a;
   }
 };
+
+// Exact in every type: small integers (and their sums over 5 ranks) and factors of +-1, +-2.
+template <class T>
+T value_for(int rank, std::size_t i, bool factors) {
+  const long v = factors ? (((rank + static_cast<long>(i)) % 4 < 2) ? 1 : 2) * (((rank + static_cast<long>(i)) % 2) ? -1 : 1)
+                         : static_cast<long>((static_cast<std::size_t>(rank) * 7 + i * 3) % 11) + 1;
+  if constexpr (std::is_unsigned_v<T>) return static_cast<T>(v < 0 ? -v : v);
+  else return static_cast<T>(static_cast<float>(v));
+}
 
 }  // namespace weft_gpu_test
