@@ -2,7 +2,10 @@
 //
 // What it does
 //   Runs on a transport whose ranks reach each other's buffers (weft::collective_transport:
-//   weft::cuda::communicators), which runs the collective whole once every rank has posted.
+//   weft::cuda::communicators; weft::cuda::ipc_transport and weft::shm::host_stream_transport,
+//   whose ranks are processes reaching each other's pools), which runs the collective whole once
+//   every rank has posted. Between processes the work is cut by rank, each rank's device doing
+//   its share, and buffers outside a rank's pool are staged there first.
 //   allreduce       A reduce-scatter and an allgather fused into one pass: the vector is cut
 //                   into one share per device (none smaller than 1 MiB, so a small vector is
 //                   one share), and each device reduces its share straight from all p inputs
