@@ -84,6 +84,17 @@ struct wait_record {
   call_note note;
 };
 
+// The size disagreement `op` took part in, from its side.
+inline std::string mismatch_message(const operation& op) {
+  const std::size_t sent = op.is_send ? op.size : op.other_size;
+  const std::size_t room = op.is_send ? op.other_size : op.size;
+  return "rank " + std::to_string(op.source) + " sends " + std::to_string(sent) + " bytes to rank " +
+         std::to_string(op.destination) + ", whose matching receive holds " + std::to_string(room) + " bytes (" +
+         std::string(to_string(op.note.kind)) + ", step " + std::to_string(op.note.step) + " on rank " +
+         std::to_string(op.is_send ? op.source : op.destination) +
+         "); the ranks made different calls, or with different counts";
+}
+
 // What a stream waiting on `w` waits for, for a timed-out synchronize.
 inline std::string waiting_for(const wait_record& w) {
   const std::string peer = std::to_string(w.peer);

@@ -8,11 +8,14 @@
 #pragma once
 
 #include "weft/stream/flags.hpp"
+#include "weft/transport.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <thread>
 #include <vector>
 
 namespace weft::stream::detail {
@@ -62,6 +65,42 @@ void enqueue_waits(Backend& backend, typename Backend::stream_type s, std::span<
     }
   }
   for (const auto& w : waits) backend.wait_flag(s, w.word, w.value);
+}
+
+// A host's wait for streams: until done(), polling the first 200 us (a short call, as a stream
+// sync spins), then sleeping 20 us doubling to 2 ms; throws timed_out() at the deadline.
+template <class Done, class TimedOut>
+void poll_until(Done done, deadline_clock::time_point deadline, TimedOut timed_out) {
+  const auto start = deadline_clock::now();
+  auto pause = std::chrono::microseconds(20);
+  while (!done()) {
+    const auto now = deadline_clock::now();
+    if (now >= deadline) throw timed_out();
+    if (now - start < std::chrono::microseconds(200)) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
+// A destructor's bounded wait while busy(): after 10 s, abort() releases what is left, and the
+// streams run to their end. A device error while draining ends the wait.
+template <class Busy, class Abort>
+void drain_or_abort(Busy busy, Abort abort) noexcept {
+  try {
+    const auto deadline = deadline_clock::now() + std::chrono::seconds(10);
+    while (busy()) {
+      if (deadline_clock::now() >= deadline) {
+        abort();
+        while (busy()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  } catch (...) {
+  }
 }
 
 // Whether every lane has run everything enqueued on it.

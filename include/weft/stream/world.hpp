@@ -130,27 +130,12 @@ class world {
   // still in flight (they may touch any rank's buffers), then throws what poisoned the world.
   void synchronize(int rank, std::chrono::milliseconds timeout) {
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
-    const auto start = deadline_clock::now();
-    const auto deadline = start + timeout;
-    auto pause = std::chrono::microseconds(20);
-    while (!backend_.idle(r.stream)) {
-      const auto now = deadline_clock::now();
-      if (now >= deadline) throw timed_out(rank, timeout);
-      if (now - start < std::chrono::microseconds(200)) {  // a short call: poll, as a stream sync spins
-        std::this_thread::yield();
-        continue;
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(2000));
-    }
-    if (aborted()) {
-      // The aborted streams no longer wait for their transfers: wait for every lane as well,
-      // so that the caller may free the buffers once this returns.
-      while (!lanes_idle()) {
-        if (deadline_clock::now() >= deadline) throw timed_out(rank, timeout);
-        std::this_thread::sleep_for(pause);
-      }
-    }
+    const auto deadline = deadline_clock::now() + timeout;
+    auto late = [&] { return timed_out(rank, timeout); };
+    detail::poll_until([&] { return backend_.idle(r.stream); }, deadline, late);
+    // The aborted streams no longer wait for their transfers: wait for every lane as well, so
+    // that the caller may free the buffers once this returns.
+    if (aborted()) detail::poll_until([&] { return lanes_idle(); }, deadline, late);
     std::lock_guard lock(mutex_);
     r.waits.clear();
     refuse_if_aborted(rank);
@@ -463,15 +448,7 @@ class world {
   }
 
   // The size disagreement `op` took part in, from its side.
-  static std::string mismatch_message(const detail::operation& op) {
-    const std::size_t sent = op.is_send ? op.size : op.other_size;
-    const std::size_t room = op.is_send ? op.other_size : op.size;
-    return "rank " + std::to_string(op.source) + " sends " + std::to_string(sent) + " bytes to rank " +
-           std::to_string(op.destination) + ", whose matching receive holds " + std::to_string(room) +
-           " bytes (" + std::string(to_string(op.note.kind)) + ", step " + std::to_string(op.note.step) +
-           " on rank " + std::to_string(op.is_send ? op.source : op.destination) +
-           "); the ranks made different calls, or with different counts";
-  }
+  static std::string mismatch_message(const detail::operation& op) { return detail::mismatch_message(op); }
 
   error timed_out(int rank, std::chrono::milliseconds timeout) {
     std::lock_guard lock(mutex_);
@@ -495,24 +472,14 @@ class world {
 
   // The destructor's bounded wait: streams with work left after 10 s are released by abort.
   void abort_if_busy() noexcept {
-    const auto deadline = deadline_clock::now() + std::chrono::seconds(10);
-    auto busy = [&] {
-      for (auto& r : ranks_) {
-        if (!backend_.idle(r->stream)) return true;
-      }
-      return !lanes_idle();
-    };
-    try {
-      while (busy()) {
-        if (deadline_clock::now() >= deadline) {
-          abort("the world was destroyed with work in flight");
-          while (busy()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    } catch (...) {  // a device error while draining: nothing more to wait for
-    }
+    detail::drain_or_abort(
+        [&] {
+          for (auto& r : ranks_) {
+            if (!backend_.idle(r->stream)) return true;
+          }
+          return !lanes_idle();
+        },
+        [&] { abort("the world was destroyed with work in flight"); });
   }
 
   void destroy_streams() noexcept {

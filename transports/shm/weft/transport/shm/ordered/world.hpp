@@ -156,8 +156,9 @@ class world {
                                               std::to_string(rank) + ", a rank of another process");
     }
     const auto deadline = deadline_clock::now() + timeout;
-    wait_until([&] { return backend_.idle(stream_); }, deadline, timeout);
-    if (aborted()) wait_until([&] { return lanes_idle(); }, deadline, timeout);
+    auto late = [&] { return timed_out(timeout); };
+    weft::stream::detail::poll_until([&] { return backend_.idle(stream_); }, deadline, late);
+    if (aborted()) weft::stream::detail::poll_until([&] { return lanes_idle(); }, deadline, late);
     std::lock_guard lock(mutex_);
     waits_.clear();
     refuse_if_aborted();
@@ -300,12 +301,7 @@ class world {
                 who() + ": this stream-ordered transport was aborted (" + *aborted_ + "); make a new one");
   }
 
-  std::string mismatch_message(const operation& op) const {
-    return "rank " + std::to_string(op.source) + " sends " + std::to_string(op.other_size) + " bytes to rank " +
-           std::to_string(op.destination) + ", whose matching receive holds " + std::to_string(op.size) + " bytes (" +
-           std::string(to_string(op.note.kind)) + ", step " + std::to_string(op.note.step) + " on rank " +
-           std::to_string(op.destination) + "); the ranks made different calls, or with different counts";
-  }
+  static std::string mismatch_message(const operation& op) { return weft::stream::detail::mismatch_message(op); }
 
   // The progress thread, what it watches, and what a fault does (weft/transport/shm/ordered/watch.hpp).
   void abort_locked(const std::string& reason, errc code);
@@ -315,22 +311,6 @@ class world {
   void watch_peers();
   bool waits_on(int peer) const;
 
-  template <class Done>
-  void wait_until(Done done, deadline_clock::time_point deadline, std::chrono::milliseconds timeout) {
-    const auto start = deadline_clock::now();
-    auto pause = std::chrono::microseconds(20);
-    while (!done()) {
-      const auto now = deadline_clock::now();
-      if (now >= deadline) throw timed_out(timeout);
-      if (now - start < std::chrono::microseconds(200)) {
-        std::this_thread::yield();
-        continue;
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(2000));
-    }
-  }
-
   bool lanes_idle() {
     std::lock_guard lock(mutex_);
     return weft::stream::detail::lanes_idle(backend_, lanes_);
@@ -338,19 +318,8 @@ class world {
 
   // The destructor's bounded wait for the streams; what is left after 10 s is released by abort.
   void drain_or_abort() noexcept {
-    try {
-      const auto deadline = deadline_clock::now() + std::chrono::seconds(10);
-      auto busy = [&] { return !backend_.idle(stream_) || !lanes_idle(); };
-      while (busy()) {
-        if (deadline_clock::now() >= deadline) {
-          abort("rank " + std::to_string(rank_) + " was closed with work in flight");
-          while (busy()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    } catch (...) {  // a device error while draining: nothing more to wait for
-    }
+    weft::stream::detail::drain_or_abort([&] { return !backend_.idle(stream_) || !lanes_idle(); },
+                                         [&] { abort("rank " + std::to_string(rank_) + " was closed with work in flight"); });
   }
 
   // Whole collectives (weft/transport/shm/ordered/whole.hpp).
