@@ -382,3 +382,54 @@ TEST_CASE("a request that outlives its transport is harmless", "[ofi]") {
   }
   other.join();
 }
+
+TEST_CASE("a receive the provider will not cancel closes the endpoint; the other requests then end cleanly",
+          "[ofi]") {
+  // tcp;ofi_rxm cannot cancel a receive it has matched to a send still in progress: the engine
+  // closes the endpoint rather than let the buffer be written after it was given back. Every
+  // other request of that transport then fails with the reason, and dropping it is harmless.
+  meeting_place place("ofi");
+  auto settings = provider_config("tcp;ofi_rxm");
+  const std::size_t large = std::size_t{64} << 20;
+  std::atomic<int> phase{0};
+  std::thread sender([&] {
+    weft::ofi::transport transport(1, 2, place.store(), settings);
+    std::vector<std::byte> hello(16), data(large);
+    auto first = transport.send(0, hello, 1);
+    transport.wait(first, weft::deadline_clock::now() + 10s);
+    while (phase.load() < 1) std::this_thread::sleep_for(1ms);
+    auto stalled = transport.send(0, data, 5);  // started, then never progressed again
+    for (int i = 0; i < 3; ++i) transport.test(stalled);
+    phase = 2;
+    while (phase.load() < 3) std::this_thread::sleep_for(1ms);
+  });
+  {
+    weft::ofi::transport transport(0, 2, place.store(), settings);
+    std::vector<std::byte> hello(16), data(large), unsent(16);
+    auto first = transport.recv(1, hello, 1);
+    REQUIRE(transport.wait(first, weft::deadline_clock::now() + 10s));
+    auto pending = transport.recv(1, unsent, 6);  // never sent
+    {
+      auto matched = transport.recv(1, data, 5);
+      phase = 1;
+      while (phase.load() < 2) std::this_thread::sleep_for(1ms);
+      for (int i = 0; i < 100; ++i) {
+        CHECK_FALSE(transport.test(matched));
+        std::this_thread::sleep_for(1ms);
+      }
+    }  // dropped while matched
+    std::string failure;
+    try {
+      transport.test(pending);
+    } catch (const weft::error& thrown) {
+      failure = thrown.what();
+      CHECK(thrown.code() == weft::errc::transport);
+    }
+    INFO(failure);
+    CHECK(failure.find("would not cancel; build a new transport") != std::string::npos);
+    auto later = transport.recv(1, unsent, 7);
+    CHECK_THROWS_AS(transport.test(later), weft::error);
+  }  // `pending` dropped, then the transport closed
+  phase = 3;
+  sender.join();
+}

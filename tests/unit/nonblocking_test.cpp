@@ -13,6 +13,7 @@
 #include <cmath>
 #include <chrono>
 #include <deque>
+#include <latch>
 #include <numeric>
 #include <thread>
 
@@ -162,6 +163,7 @@ TEST_CASE("a timeout in flight is thrown by wait with the blocking call's messag
   auto settings = test_options();
   settings.timeout = 300ms;
   std::vector<std::string> messages(3);
+  std::latch both_issued(2);
   weft::inproc::run(
       3,
       [&](comm_t& comm) {
@@ -172,9 +174,16 @@ TEST_CASE("a timeout in flight is thrown by wait with the blocking call's messag
           return;
         }
         auto first = weft::iallreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-        // The second starts well after the first, so that its own 300 ms are not up by the time
-        // the first's failure cancels it (a slow build once took longer than the gap).
-        std::this_thread::sleep_for(100ms);
+        // The first's last wait (for what rank 2 never sends) must begin well before the second's
+        // first: rank 1's ring steps wait on rank 0's sends, so both ranks issue before either
+        // drives its call as far as it goes, then the second starts 100 ms later. Its own 300 ms
+        // are then not up when the first's failure cancels it, however the threads are scheduled.
+        both_issued.arrive_and_wait();
+        const auto drive_until = std::chrono::steady_clock::now() + 100ms;
+        while (std::chrono::steady_clock::now() < drive_until) {
+          static_cast<void>(first.test());
+          std::this_thread::sleep_for(1ms);
+        }
         auto second = weft::iallreduce(comm, std::span<float>(later), weft::sum{});
         std::string& message = messages[static_cast<std::size_t>(comm.rank())];
         try {

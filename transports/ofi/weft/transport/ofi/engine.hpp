@@ -164,6 +164,12 @@ class engine : public weft::detail::retiring<engine> {
       case status::posted:
         break;
     }
+    // The endpoint was closed to take back another receive's buffer: the fabric holds nothing.
+    if (ep_ == nullptr) {
+      withdraw_queued(op);
+      release(op);
+      return;
+    }
     // Posted to the fabric: take back what is still queued, cancel the rest, and wait (bounded)
     // until the fabric lets go of the buffer.
     if (withdraw_queued(op)) {
