@@ -365,8 +365,9 @@ class breaking_store {
     unsigned char hello[16];
     // A connection that ends early leaves the buffers unread: sizes are read only from what came.
     boost::asio::read(socket, boost::asio::buffer(hello), failure);
-    if (failure || u32(hello + 12) > 256) return;
-    std::vector<unsigned char> secret(u32(hello + 12));
+    const std::uint32_t secret_bytes = u32(hello + 12);
+    if (failure || secret_bytes > weft::bootstrap::store_detail::max_secret_bytes) return;
+    std::vector<unsigned char> secret(secret_bytes);
     boost::asio::read(socket, boost::asio::buffer(secret), failure);
     const unsigned char yes = 1;
     boost::asio::write(socket, boost::asio::buffer(&yes, 1), failure);

@@ -225,12 +225,12 @@ class world {
       sent->other_size = received->size;
       received->other_size = sent->size;
       sent->failed = received->failed = true;
-      aborted_ = mismatch_message(*op);
+      aborted_ = detail::mismatch_message(*op);
       // The side that waits already must not wait for ever: its done flag is written now.
       store_flag(op->done.word, op->done.value);
       settle(partner, true);
       settle(op, true);
-      throw error(errc::mismatch, mismatch_message(*op));
+      throw error(errc::mismatch, detail::mismatch_message(*op));
     }
     enqueue_transfer(*sent, *received);
     settle(partner, true);
@@ -388,7 +388,7 @@ class world {
 
   bool enqueue_wait(int rank, detail::operation* op) {
     std::lock_guard lock(mutex_);
-    if (op->failed) throw error(errc::mismatch, mismatch_message(*op));
+    if (op->failed) throw error(errc::mismatch, detail::mismatch_message(*op));
     refuse_if_aborted(rank);
     if (op->waited) return true;
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
@@ -446,9 +446,6 @@ class world {
                                        *aborted_ + "); make a new one");
     }
   }
-
-  // The size disagreement `op` took part in, from its side.
-  static std::string mismatch_message(const detail::operation& op) { return detail::mismatch_message(op); }
 
   error timed_out(int rank, std::chrono::milliseconds timeout) {
     std::lock_guard lock(mutex_);

@@ -57,6 +57,7 @@ using weft::stream::flag_wait;
 using weft::stream::read_flag;
 using weft::stream::reached;
 using weft::stream::store_flag;
+using weft::stream::detail::mismatch_message;
 
 // What a rank is made with (weft::shm::stream_config says where each comes from).
 struct settings {
@@ -300,8 +301,6 @@ class world {
     throw error(code_ == errc::mismatch ? errc::transport : code_,
                 who() + ": this stream-ordered transport was aborted (" + *aborted_ + "); make a new one");
   }
-
-  static std::string mismatch_message(const operation& op) { return weft::stream::detail::mismatch_message(op); }
 
   // The progress thread, what it watches, and what a fault does (weft/transport/shm/ordered/watch.hpp).
   void abort_locked(const std::string& reason, errc code);
