@@ -7,6 +7,7 @@
 #include <weft/weft.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -17,6 +18,14 @@
 namespace weft_test {
 
 using comm_t = weft::communicator<weft::inproc::transport>;
+
+// WEFT_TEST_QUICK set and not "0" (the sanitizer runs): the cases keep every protocol path but
+// run the largest on fewer bytes (no 64 MiB messages; 65539-element counts dropped or cut to what
+// still crosses the protocol's thresholds) and the simulator's model checks on fewer ranks.
+inline bool quick() {
+  const char* value = std::getenv("WEFT_TEST_QUICK");
+  return value != nullptr && *value != '\0' && *value != '0';
+}
 
 template <class T>
 T from_int(long value) {

@@ -34,6 +34,9 @@ namespace {
 
 using shm_comm = weft::communicator<weft::shm::transport>;
 
+// int32 elements filling many 4096-byte slots, more than a FIFO of 4 holds: 64 (9 when quick).
+std::size_t many_slots() { return quick() ? 8193 : 65539; }
+
 weft::shm::config small_slots(std::size_t slot_bytes = 4096, std::size_t slots = 4) {
   weft::shm::config settings;
   settings.connect_timeout = 20s;
@@ -83,7 +86,7 @@ TEST_CASE("shm: conformance", "[shm]") {
 TEST_CASE("shm: the collective slice as 3 calls in flight at once", "[shm][nonblocking]") {
   for (int p : {2, 4}) {
     failures sink;
-    const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1023, 1025, 65539};
+    const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1023, 1025, many_slots()};
     run_world(p, small_slots(), sink, [&](shm_comm& comm) { collective_slice_in_flight(comm, sink, counts); });
     INFO("ranks " << p << ": " << sink.summary());
     CHECK(sink.empty());
@@ -94,7 +97,7 @@ TEST_CASE("shm: the collective slice on 1-5 ranks, around the slot size", "[shm]
   // 4096-byte slots: 1024 int32 fill one; 1023, 1025 and many slots' worth around it.
   for (int p = 1; p <= 5; ++p) {
     failures sink;
-    const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1023, 1024, 1025, 65539};
+    const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1023, 1024, 1025, many_slots()};
     run_world(p, small_slots(), sink, [&](shm_comm& comm) { collective_slice(comm, sink, counts); });
     INFO("ranks " << p << ": " << sink.summary());
     CHECK(sink.empty());
@@ -157,7 +160,7 @@ TEST_CASE("shm: messages of every size around the protocol's thresholds, up to 6
   const std::size_t slot = 4096, line = weft::shm::detail::inline_bytes;
   std::vector<std::size_t> sizes = {0, 1, line - 1, line, line + 1, 63, 64, 65, slot - 1, slot, slot + 1,
                                     4 * slot - 1, 4 * slot, 4 * slot + 1, 3 * slot + line, 3 * slot + line + 1};
-  if (std::getenv("WEFT_TEST_QUICK") == nullptr) sizes.push_back(std::size_t{64} << 20);  // not under the sanitizers
+  if (!weft_test::quick()) sizes.push_back(std::size_t{64} << 20);
   failures sink;
   run_world(2, small_slots(slot, 4), sink, [&](shm_comm& comm) {
     auto& transport = comm.underlying_transport();
@@ -296,7 +299,7 @@ TEST_CASE("shm: messages lent from the pool, around the lend threshold, copied a
   auto settings = small_slots(64 << 10, 16);
   settings.lend_bytes = 8192;
   std::vector<std::size_t> sizes = {8191, 8192, 8193, 100000, std::size_t{3} << 20};
-  if (std::getenv("WEFT_TEST_QUICK") == nullptr) sizes.push_back(std::size_t{64} << 20);
+  if (!weft_test::quick()) sizes.push_back(std::size_t{64} << 20);
   failures sink;
   run_world(2, settings, sink, [&](shm_comm& comm) {
     auto& transport = comm.underlying_transport();

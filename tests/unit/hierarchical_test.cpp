@@ -27,11 +27,6 @@ using trees = weft::hierarchical<weft::binomial_tree, weft::binomial_tree>;
 using direct_binomial = weft::hierarchical<weft::direct, weft::binomial_tree>;
 using direct_doubling = weft::hierarchical<weft::direct, weft::recursive_doubling>;
 
-bool quick() {
-  const char* value = std::getenv("WEFT_TEST_QUICK");
-  return value != nullptr && *value != '\0' && *value != '0';
-}
-
 // Host of each rank: runs of consecutive ranks, or (interleaved) rank % hosts.
 weft::host_layout layout_of(std::vector<int> ranks_per_host, bool interleaved) {
   if (!interleaved) return weft::host_layout::blocks(ranks_per_host);

@@ -17,15 +17,10 @@ namespace {
 
 using all_types = std::tuple<std::int8_t, std::int32_t, std::int64_t, float, double, weft::bfloat16>;
 
-bool quick_matrix() {
-  const char* value = std::getenv("WEFT_TEST_QUICK");
-  return value != nullptr && *value != '\0' && *value != '0';
-}
-
 std::vector<std::size_t> counts_for(int p) {
   std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p - 1),
                                      static_cast<std::size_t>(p + 1), 1000};
-  if (!quick_matrix()) counts.push_back(65539);
+  if (!quick()) counts.push_back(65539);
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   return counts;
