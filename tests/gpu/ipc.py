@@ -5,7 +5,7 @@
 
 The collective slice (ipc_ranks slice) on 2, 3 and 4 processes under weft-run, with the pools
 shared as VMM descriptors where the GPU can (WEFT_CUDA_IPC=auto) and as legacy IPC handles
-(WEFT_CUDA_IPC=legacy), and on 3 with sends staged in 64 KiB pieces; a rank SIGKILLed mid-allreduce among 3 started by hand (every survivor
+(WEFT_CUDA_IPC=legacy), and on 3 with sends staged in 64 KiB pieces and pools of a size the device rounds up; a rank SIGKILLed mid-allreduce among 3 started by hand (every survivor
 must get peer_lost naming it within a second); nothing left in /dev/shm. With --bench, the
 allreduce benchmark on 2 processes (ipc_ranks bench). Without a GPU it checks only what a rank
 says before it touches one (ipc_ranks refusals) and exits 77 (skipped) when that holds.
@@ -59,12 +59,15 @@ def main():
                   "ipc, %d processes, WEFT_CUDA_IPC=%s: the slice passes on every rank (%.1f s)%s"
                   % (size, way, time.monotonic() - started, (": " + ok[0].split("over", 1)[1]) if ok else ""),
                   result.stdout)
-    env = dict(os.environ, WEFT_TIMEOUT_MS="60000", WEFT_CUDA_STAGE_BYTES="64K", CUDA_DEVICE_MAX_CONNECTIONS="32")
+    # A pool size no allocation granularity divides: the device rounds it up, and the peers map it whole.
+    env = dict(os.environ, WEFT_TIMEOUT_MS="60000", WEFT_CUDA_STAGE_BYTES="64K", WEFT_CUDA_POOL_BYTES="200000001",
+               CUDA_DEVICE_MAX_CONNECTIONS="32")
     started = time.monotonic()
     result = subprocess.run([sys.executable, weft_run, "-n", "3", "--timeout", "200", "--", ranks_program, "slice"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=240)
     check(result.returncode == 0 and result.stdout.count("slice ok on 3 ranks") == 3,
-          "ipc, 3 processes, sends from cudaMalloc'd buffers staged in pieces of 64 KiB: the slice passes (%.1f s)"
+          "ipc, 3 processes, sends from cudaMalloc'd buffers staged in pieces of 64 KiB, pools of 200000001 bytes: "
+          "the slice passes (%.1f s)"
           % (time.monotonic() - started), result.stdout)
     port = free_port()
     processes = {}

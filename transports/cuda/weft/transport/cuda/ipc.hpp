@@ -76,7 +76,8 @@ class ipc_backend {
     explicit pool_type(shareable_allocation memory) : memory_(std::move(memory)) {}
     std::byte* data() const { return memory_.data(); }
     std::size_t bytes() const { return memory_.size(); }
-    // A new descriptor per call (vmm); the caller closes it once handed over.
+    // vmm: one descriptor, exported at the first call and closed with the pool (each handover
+    // sends the peer its own copy); -1 for legacy.
     int descriptor() const {
       if (memory_.way() != sharing::vmm) return -1;
       if (descriptor_ < 0) descriptor_ = memory_.export_descriptor();

@@ -26,7 +26,7 @@ void world<Backend>::meet(bootstrap::store& meeting) {
     detail::handover offer;
     offer.descriptors.push_back(own_.descriptor());
     if (pool_->descriptor() >= 0) offer.descriptors.push_back(pool_->descriptor());
-    const std::uint64_t sizes[2] = {own_.bytes(), config_.pool_bytes};
+    const std::uint64_t sizes[2] = {own_.bytes(), pool_->bytes()};  // the pool as made (the device may round it up)
     offer.payload.assign(reinterpret_cast<const char*>(sizes), sizeof sizes);
     offer.payload += pool_->handle();
     detail::region_server server(config_.secret, std::move(offer), size_ - 1);

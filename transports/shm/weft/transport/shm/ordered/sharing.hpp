@@ -19,10 +19,12 @@ namespace weft::shm::ordered {
 // weft::shm::ordered::sharing_backend<B> — a weft::stream::backend whose device memory other
 // processes can map:
 //   1. make_pool(device, bytes): memory of `device` that peers map (B::pool_type: data(),
-//      bytes(), descriptor(): a file descriptor to hand over, or -1; handle(): bytes to hand
-//      over, or empty; way(): how it is shared, for describe());
-//   2. map_pool(device, descriptor, handle, bytes): a peer's pool mapped for `device`
-//      (B::mapped_type: data()); the descriptor, when not -1, becomes the mapping's;
+//      bytes(): its size as made, at least `bytes` (a device may round it up); descriptor(): a
+//      file descriptor to hand over, or -1; handle(): bytes to hand over, or empty; way(): how
+//      it is shared, for describe());
+//   2. map_pool(device, descriptor, handle, bytes): a peer's pool, of the bytes() it made,
+//      mapped for `device` (B::mapped_type: data()); the descriptor, when not -1, becomes the
+//      mapping's;
 //   3. register_host(p, n) / unregister_host(p): host memory (the ranks' regions) that the
 //      device's streams then wait on and write;
 //   4. devices(): how many devices this process sees.
@@ -33,6 +35,7 @@ concept sharing_backend =
       { b.make_pool(device, n) } -> std::same_as<typename B::pool_type>;
       { b.map_pool(device, fd, handle, n) } -> std::same_as<typename B::mapped_type>;
       { pool.data() } -> std::same_as<std::byte*>;
+      { pool.bytes() } -> std::same_as<std::size_t>;
       { pool.descriptor() } -> std::same_as<int>;
       { pool.handle() } -> std::same_as<std::string>;
       { mapped.data() } -> std::same_as<std::byte*>;
