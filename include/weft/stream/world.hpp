@@ -225,12 +225,13 @@ class world {
       sent->other_size = received->size;
       received->other_size = sent->size;
       sent->failed = received->failed = true;
-      aborted_ = detail::mismatch_message(*op);
+      const std::string why = detail::mismatch_message(*op);
+      aborted_ = why;
       // The side that waits already must not wait for ever: its done flag is written now.
       store_flag(op->done.word, op->done.value);
       settle(partner, true);
       settle(op, true);
-      throw error(errc::mismatch, detail::mismatch_message(*op));
+      throw error(errc::mismatch, why);
     }
     enqueue_transfer(*sent, *received);
     settle(partner, true);
