@@ -79,18 +79,30 @@ inline std::string joined(const std::vector<std::string>& names) {
   return text;
 }
 
+// The flags with their defaults: to stdout for --help (exit 0), to stderr after `problem` (exit 2).
 [[noreturn]] inline void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "%s: %s\n"
-               "usage: %s [--transport inproc|tcp|ofi|shm|cuda|cuda-ipc] [--ranks N (inproc, cuda)] [--collective NAME|all]\n"
-               "         [--algorithm NAME] [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [-n ITERS]\n"
-               "         [-w WARMUP] [-c 0|1] [-d TYPE] [-o OP] [-r ROOT] [--json FILE] [--trace FILE]\n"
+  const settings d;
+  std::FILE* out = problem.empty() ? stdout : stderr;
+  if (!problem.empty()) std::fprintf(out, "%s: %s\n", program_name, problem.c_str());
+  std::fprintf(out,
+               "usage: %s [flags]   (times the collectives as an nccl-tests table; defaults in brackets)\n"
+               "  --transport inproc|tcp|ofi|shm|cuda|cuda-ipc  [tcp under a launcher, else inproc]\n"
+               "  --ranks N           ranks of inproc and cuda [4]\n"
+               "  --collective NAME|all  [%s]   --algorithm NAME  [%s]\n"
+               "  -b MIN_BYTES -e MAX_BYTES -f FACTOR  the sizes [%zu, %zu, %zu]\n"
+               "  -n ITERS -w WARMUP  timed and untimed calls per size [%d, %d]\n"
+               "  -c 0|1              check every result [%d]\n"
+               "  -d TYPE -o OP -r ROOT  element type, reduction, root [%s, %s, %d]\n"
+               "  --json FILE         the results as JSON [none]\n"
+               "  --trace FILE        each rank's calls' start and end, to FILE.<rank> [none]\n"
+               "  --help              this text\n"
                "  collectives: %s\n  algorithms:  %s\n  types:       %s\n  ops:         %s\n"
                "  sizes take K, M and G suffixes (powers of 1024)\n",
-               program_name, problem.c_str(), program_name, joined(accepted_collectives).c_str(),
-               joined(accepted_algorithms).c_str(), joined(type_names()).c_str(),
-               joined(op_names()).c_str());
-  std::exit(2);
+               program_name, d.collective.c_str(), d.algorithm.c_str(), d.min_bytes, d.max_bytes, d.factor,
+               d.iterations, d.warmup, d.check ? 1 : 0, d.type.c_str(), d.op.c_str(), d.root,
+               joined(accepted_collectives).c_str(), joined(accepted_algorithms).c_str(),
+               joined(type_names()).c_str(), joined(op_names()).c_str());
+  std::exit(problem.empty() ? 0 : 2);
 }
 
 // "8", "64K", "16M", "1G" (powers of 1024) as bytes; nothing for anything else.
@@ -154,7 +166,7 @@ inline settings parse(int argc, char** argv) {
       if (i + 1 >= argc) usage("missing value after " + flag);
       return argv[++i];
     };
-    if (flag == "-h" || flag == "--help") usage("the collectives as an nccl-tests table");
+    if (flag == "-h" || flag == "--help") usage("");
     else if (flag == "--transport" || flag == "-t") result.transport = value();
     else if (flag == "--ranks" || flag == "-g") result.ranks = parse_int(flag, value(), 1);
     else if (flag == "--collective") result.collective = value();

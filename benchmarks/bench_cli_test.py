@@ -126,6 +126,12 @@ for args, text in [(["-b", "lots"], "-b wants a size"), (["-d", "complex"], "-d 
     expect(result.returncode == 2 and text in result.stderr and "usage:" in result.stderr and not result.stdout,
            f"bad flags {args}: exit 2 and '{text}'", result)
 
+for flag in ("--help", "-h"):
+    result = run(flag)
+    expect(result.returncode == 0 and "usage:" in result.stdout and "[4]" in result.stdout
+           and "[automatic]" in result.stdout and not result.stderr,
+           f"{flag}: the flags with their defaults on stdout, exit 0", result)
+
 result = run("--ranks", "3", "-r", "3", "--collective", "broadcast", "-n", "1", "-e", "64")
 expect(result.returncode == 1 and "root 3 is not a rank" in result.stderr, "a root outside the world is refused",
        result)

@@ -23,6 +23,7 @@
 #include <weft/weft.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -56,30 +57,53 @@ struct sim_settings {
   std::string json;
 };
 
+// The flags, with their defaults; to stdout for --help (exit 0), to stderr after a problem (exit 2).
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "weft-sim: %s\n"
-               "usage: weft-sim [--fabric hgx|nvl72|ualink|uniform] [--nodes N] [--gpus-per-node G] [--nics K]\n"
-               "                [--accelerators N] [--lanes L] [--scale-up-gbps X] [--scale-up-us X] [--memory-gbs X]\n"
-               "                [--scale-out-gbps X] [--scale-out-us X] [--tiers 1|2|3] [--oversubscription R]\n"
-               "                [--leaf-ports K] [--pod-leaves K] [--hop-us X] [--ranks N] [--gbps X] [--latency-us X]\n"
-               "                [--collective allreduce|reduce_scatter|allgather|broadcast|alltoall]\n"
-               "                [--algorithm A[,B...]] [-b MIN_BYTES] [-e MAX_BYTES] [-f FACTOR] [--json FILE]\n"
-               "                [--traffic FILE.svg] [--tiers-svg FILE.svg]\n"
-               "  algorithms: any WEFT_ALGO spelling (ring, recursive_halving, hierarchical(ring,ring), ...)\n"
-               "  or automatic; sizes take K, M and G suffixes (powers of 1024)\n",
-               problem.c_str());
-  std::exit(2);
+  const sim_settings d;
+  std::FILE* out = problem.empty() ? stdout : stderr;
+  if (!problem.empty()) std::fprintf(out, "weft-sim: %s\n", problem.c_str());
+  std::fprintf(out,
+               "usage: weft-sim [flags]   (predicts a collective's time on a machine; defaults in brackets)\n"
+               "  --fabric hgx|nvl72|ualink|uniform  the machine [%s]\n"
+               "  --nodes N                 nodes (hgx) or racks (nvl72) [hgx 2, nvl72 and ualink 1]\n"
+               "  --gpus-per-node G         GPUs of an hgx node [%d]\n"
+               "  --nics K                  scale-out NICs of a node [one a GPU]\n"
+               "  --accelerators N --lanes L  a UALink pod [%d, %d]\n"
+               "  --scale-up-gbps X --scale-up-us X  the scale-up links [%g Gbit/s, %g us]\n"
+               "  --memory-gbs X            HBM bandwidth [%g GB/s]\n"
+               "  --scale-out-gbps X --scale-out-us X  the scale-out network [%g Gbit/s, %g us]\n"
+               "  --tiers 1|2|3 --oversubscription R --leaf-ports K --pod-leaves K --hop-us X\n"
+               "                            the Clos network [%d, %g, %d, %d, %g us]\n"
+               "  --ranks N --gbps X --latency-us X  the uniform fabric [%d, %g Gbit/s, %g us]\n"
+               "  --collective allreduce|reduce_scatter|allgather|broadcast|alltoall [%s]\n"
+               "  --algorithm A[,B...]      any WEFT_ALGO spelling (ring, recursive_halving,\n"
+               "                            hierarchical(ring,ring), ...) or automatic [automatic]\n"
+               "  -b MIN_BYTES -e MAX_BYTES -f FACTOR  the sizes, with K, M and G suffixes (powers of\n"
+               "                            1024) [%zu, %zu, %zu]\n"
+               "  --json FILE --traffic FILE.svg --tiers-svg FILE.svg  results and pictures [none]\n"
+               "  --help                    this text\n",
+               d.fabric.c_str(), d.gpus_per_node, d.accelerators, d.lanes, d.scale_up_gbps, d.scale_up_us,
+               d.memory_gbs, d.scale_out_gbps, d.scale_out_us, d.tiers, d.oversubscription, d.leaf_ports,
+               d.pod_leaves, d.hop_us, d.ranks, d.gbps, d.latency_us, d.collective.c_str(), d.min_bytes,
+               d.max_bytes, d.factor);
+  std::exit(problem.empty() ? 0 : 2);
 }
 
-double number(const std::string& flag, const char* text, double lowest) {
+// A finite number no smaller than `lowest` (or, `above`, larger than it).
+double number(const std::string& flag, const char* text, double lowest, bool above = false) {
   char* end = nullptr;
   const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value >= lowest)) {
-    usage(flag + " wants a number >= " + std::to_string(lowest) + ", not '" + text + "'");
+  const bool in_range = above ? value > lowest : value >= lowest;
+  if (end == text || *end != '\0' || !std::isfinite(value) || !in_range) {
+    char bound[64];
+    std::snprintf(bound, sizeof bound, "%s %g", above ? ">" : ">=", lowest);
+    usage(flag + " wants a finite number " + bound + ", not '" + text + "'");
   }
   return value;
 }
+
+// A rate: a finite number larger than 0.
+double rate(const std::string& flag, const char* text) { return number(flag, text, 0, true); }
 
 int whole(const std::string& flag, const char* text, int lowest) {
   const double value = number(flag, text, lowest);
@@ -112,13 +136,14 @@ sim_settings parse(int argc, char** argv) {
   sim_settings s;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") usage("");
     if (i + 1 >= argc) usage(flag + " needs a value");
     const char* value = argv[++i];
     if (flag == "--fabric") s.fabric = value;
     else if (flag == "--nodes") s.nodes = whole(flag, value, 1);
     else if (flag == "--gpus-per-node") s.gpus_per_node = whole(flag, value, 1);
     else if (flag == "--nics") s.nics = whole(flag, value, 1);
-    else if (flag == "--scale-up-gbps") s.scale_up_gbps = number(flag, value, 1e-9), s.given_scale_up = true;
+    else if (flag == "--scale-up-gbps") s.scale_up_gbps = rate(flag, value), s.given_scale_up = true;
     else if (flag == "--scale-up-us") s.scale_up_us = number(flag, value, 0);
     else if (flag == "--accelerators") s.accelerators = whole(flag, value, 1);
     else if (flag == "--lanes") s.lanes = whole(flag, value, 1);
@@ -129,11 +154,11 @@ sim_settings parse(int argc, char** argv) {
     else if (flag == "--hop-us") s.hop_us = number(flag, value, 0);
     else if (flag == "--traffic") s.traffic_svg = value;
     else if (flag == "--tiers-svg") s.tiers_svg = value;
-    else if (flag == "--scale-out-gbps") s.scale_out_gbps = number(flag, value, 1e-9);
+    else if (flag == "--scale-out-gbps") s.scale_out_gbps = rate(flag, value);
     else if (flag == "--scale-out-us") s.scale_out_us = number(flag, value, 0);
     else if (flag == "--memory-gbs") s.memory_gbs = number(flag, value, 0), s.given_memory = true;
     else if (flag == "--ranks") s.ranks = whole(flag, value, 1);
-    else if (flag == "--gbps") s.gbps = number(flag, value, 1e-9);
+    else if (flag == "--gbps") s.gbps = rate(flag, value);
     else if (flag == "--latency-us") s.latency_us = number(flag, value, 0);
     else if (flag == "--collective") s.collective = value;
     else if (flag == "--algorithm") s.algorithms = algorithm_list(value);

@@ -87,9 +87,19 @@ with tempfile.TemporaryDirectory() as scratch:
 
     for bad, why in ((["--tiers", "4"], "1, 2 or 3"), (["--fabric", "torus"], "not hgx, nvl72, ualink or uniform"),
                      (["--fabric", "ualink", "--accelerators", "2000"], "at most 1024"),
-                     (["--oversubscription", "0.5"], "--oversubscription wants a number >= 1"),
+                     (["--oversubscription", "0.5"], "--oversubscription wants a finite number >= 1"),
+                     (["--latency-us", "inf"], "--latency-us wants a finite number >= 0, not 'inf'"),
+                     (["--latency-us", "nan"], "--latency-us wants a finite number"),
+                     (["--gbps", "0"], "--gbps wants a finite number > 0, not '0'"),
+                     (["--scale-out-gbps", "-1"], "--scale-out-gbps wants a finite number > 0"),
                      (["--fabric", "nvl72", "--nics", "80"], "must not exceed the GPUs of a domain")):
         result = run(*bad)
         expect(result.returncode == 2 and why in result.stderr, f"refused: {' '.join(bad)}", result)
+
+    for flag in ("--help", "-h"):
+        result = run(flag)
+        expect(result.returncode == 0 and "usage: weft-sim" in result.stdout and "[hgx]" in result.stdout
+               and "[allreduce]" in result.stdout and not result.stderr,
+               f"{flag}: the flags with their defaults on stdout, exit 0", result)
 
 finish()

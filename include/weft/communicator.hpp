@@ -18,6 +18,7 @@
 #include "weft/error.hpp"
 #include "weft/hosts.hpp"
 #include "weft/options.hpp"
+#include "weft/recorder.hpp"
 #include "weft/transport.hpp"
 #include "weft/tuning/cost_model.hpp"
 
@@ -263,43 +264,38 @@ class communicator {
 
   // ---- what the facade uses ----------------------------------------------------------------
 
-  // The call in progress on this communicator; ends when destroyed (however the call ends).
+  // The call in progress on this communicator; ends when destroyed (however the call ends, as
+  // its flight record says). Defined in weft/detail/communicator_calls.hpp.
   class call_scope {
    public:
-    explicit call_scope(std::atomic<bool>& busy) noexcept : busy_(&busy) {}
-    call_scope(call_scope&& other) noexcept : busy_(std::exchange(other.busy_, nullptr)) {}
+    explicit call_scope(communicator& owner) noexcept
+        : owner_(&owner), exceptions_(std::uncaught_exceptions()) {}
+    call_scope(call_scope&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)), exceptions_(other.exceptions_) {}
     call_scope(const call_scope&) = delete;
     call_scope& operator=(const call_scope&) = delete;
     call_scope& operator=(call_scope&&) = delete;
-    ~call_scope() {
-      if (busy_ != nullptr) busy_->store(false, std::memory_order_release);
-    }
+    ~call_scope();
 
    private:
-    std::atomic<bool>* busy_;
+    communicator* owner_;
+    int exceptions_;
   };
 
   // Starts a collective call: refuses a second thread while one is inside a call (a
   // communicator serves one thread at a time: its sequence numbers, scratch and requests are
-  // the call's), refuses if an earlier call failed, and takes a new sequence number.
-  [[nodiscard]] call_scope begin(collective kind, std::string_view algorithm) {
-    if (in_call_.exchange(true, std::memory_order_acquire)) {
-      throw error(errc::invalid_argument,
-                  describe_rank() + ": " + std::string(to_string(kind)) +
-                      ": another thread is inside a call on this communicator; a communicator "
-                      "serves one thread at a time: give each thread its own (dup() or split()); "
-                      "nothing was sent");
-    }
-    call_scope scope(in_call_);
-    complete_calls_in_flight();
-    refuse_if_broken(to_string(kind));
-    ++sequence_;
-    collective_ = kind;
-    algorithm_ = algorithm;
-    step_ = 0;
-    bytes_sent_ = 0;
-    return scope;
+  // the call's), refuses if an earlier call failed, takes a new sequence number and opens the
+  // call's flight record.
+  [[nodiscard]] call_scope begin(collective kind, std::string_view algorithm);
+
+  // The flight record of the call in progress: what was asked, once the facade knows (its
+  // failure is recorded, and written, where the call fails).
+  void record_call(const call_signature& asked) {
+    if (recorder_) recorder_->describe(asked);
   }
+  void record_failure(const error& failure) { recorder_.failed(failure, step_, bytes_sent_); }
+  // This communicator's flight recorder (nullptr when WEFT_RECORDER=0).
+  const flight_recorder* recorder() const { return recorder_.get(); }
 
   report finish() const {
     return report{to_string(collective_), algorithm_, step_, bytes_sent_};
@@ -486,6 +482,8 @@ class communicator {
   // A wait failed for want of `peer`: a transport that can tell every rank (abort) does, so the
   // others stop at once instead of at their own timeouts.
   void tell_others(int peer, const std::string& reason);
+  // The same for `culprit`, numbered as the transport numbers its ranks.
+  void tell_others_of(int culprit, const std::string& reason);
 
   // A wait inside a call in flight: polls, giving way to the other calls in between, and blocks
   // on its own request only for as long as the lanes allow.
@@ -512,18 +510,24 @@ class communicator {
     }
   }
 
-  [[noreturn]] void fail(errc code, const std::string& message) {
+  [[noreturn]] void fail(errc code, const std::string& message, int culprit = -1) {
     broken_ = true;
     broken_code_ = code;
     broken_message_ = message;
-    throw error(code, message);
+    const error failure(code, message, culprit);
+    record_failure(failure);
+    throw failure;
   }
 
-  std::string describe_rank() const {
-    std::string text = "rank " + std::to_string(rank_);
-    if (transport_rank(rank_) != rank_) text += " (world rank " + std::to_string(transport_rank(rank_)) + ")";
+  // Rank `r` of this communicator as the job numbers it (its transport's rank: the world's), with
+  // its number here in parentheses when that differs: "rank 3 (rank 1 of this communicator)".
+  // Every message names every rank this way, so numbers from two worlds never mix.
+  std::string describe_rank(int r) const {
+    std::string text = "rank " + std::to_string(transport_rank(r));
+    if (transport_rank(r) != r) text += " (rank " + std::to_string(r) + " of this communicator)";
     return text;
   }
+  std::string describe_rank() const { return describe_rank(rank_); }
 
   std::string where() const {
     return std::string(to_string(collective_)) + ", algorithm " + std::string(algorithm_) +
@@ -562,6 +566,7 @@ class communicator {
     swap(user_context_, other.user_context_);
     swap(issued_, other.issued_);
     swap(in_flight_, other.in_flight_);
+    swap(recorder_, other.recorder_);
   }
 
   T* transport_ = nullptr;
@@ -589,9 +594,11 @@ class communicator {
   std::uint32_t issued_ = 0;            // calls issued in flight so far
   std::optional<std::uint32_t> user_context_;  // a lane's: its parent's, for user tags
   std::unique_ptr<detail::calls_in_flight> in_flight_;  // null until the first is issued
+  detail::recorder_handle recorder_;  // made at the first call; a lane shares its parent's
 };
 
 }  // namespace weft
 
+#include "weft/detail/communicator_calls.hpp"
 #include "weft/detail/communicator_groups.hpp"
 #include "weft/detail/communicator_waits.hpp"

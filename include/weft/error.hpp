@@ -33,11 +33,18 @@ class error : public std::runtime_error {
  public:
   error(errc code, const std::string& message)
       : std::runtime_error("weft: " + std::string(to_string(code)) + ": " + message), code_(code) {}
+  // `culprit`: the rank whose failure is the cause (see culprit()).
+  error(errc code, const std::string& message, int culprit) : error(code, message) { culprit_ = culprit; }
 
   errc code() const noexcept { return code_; }
+  // For peer_lost: the rank first lost, as the job numbers its ranks (the world's rank, whatever
+  // communicator the call was on), when the thrower knows it; -1 otherwise. A rank that fails
+  // because a live peer gave up after a loss names the rank that was lost, not that peer.
+  int culprit() const noexcept { return culprit_; }
 
  private:
   errc code_;
+  int culprit_ = -1;
 };
 
 namespace detail {

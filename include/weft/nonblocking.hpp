@@ -79,7 +79,7 @@ class request {
 
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> time) {
-    return wait(deadline_clock::now() + std::chrono::duration_cast<deadline_clock::duration>(time));
+    return wait(deadline_after(time));
   }
 
   // What the call did (once done). A call weft::group fused with others reports the fused call.

@@ -36,17 +36,21 @@ struct options {
   bool progress_thread = false;
   // weft::group fuses in-place allreduces of at most this many bytes each; 0: none.
   std::size_t fuse_bytes = std::size_t{1} << 20;
+  // The calls the flight recorder keeps per communicator (weft/recorder.hpp); 0: no recorder.
+  std::size_t recorder_calls = 64;
 
   // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
-  // WEFT_HANDSHAKE_BYTES, WEFT_CHECK, WEFT_PROGRESS_THREAD and WEFT_FUSE_BYTES (docs/tuning.md);
-  // a value that cannot be read is refused.
+  // WEFT_HANDSHAKE_BYTES, WEFT_CHECK, WEFT_PROGRESS_THREAD, WEFT_FUSE_BYTES and WEFT_RECORDER
+  // (docs/tuning.md);
+  // a value that cannot be read, a timeout of 0 and a piece size under smallest_piece are refused.
   static options from_environment() {
     namespace env = detail::env;
     options result;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.timeout = *value;
-    if (const auto value = env::bytes("WEFT_CHUNK_BYTES", largest_piece))
-      result.chunk_bytes = std::max<std::size_t>(1, static_cast<std::size_t>(*value));
-    if (const auto value = env::bytes("WEFT_REDUCE_CHUNK_BYTES", largest_piece))
+    if (const auto value = env::timeout()) result.timeout = *value;
+    if (const auto value = env::piece_bytes("WEFT_CHUNK_BYTES", smallest_piece, largest_piece))
+      result.chunk_bytes = static_cast<std::size_t>(*value);
+    if (const auto value = env::piece_bytes("WEFT_REDUCE_CHUNK_BYTES", smallest_piece, largest_piece,
+                                            "the transport's measured size"))
       result.reduce_chunk_bytes = static_cast<std::size_t>(*value);
     if (const auto value = env::bytes("WEFT_HANDSHAKE_BYTES", SIZE_MAX))
       result.handshake_bytes = static_cast<std::size_t>(*value);
@@ -54,8 +58,13 @@ struct options {
     if (const auto value = env::flag("WEFT_PROGRESS_THREAD")) result.progress_thread = *value;
     if (const auto value = env::bytes("WEFT_FUSE_BYTES", largest_piece))
       result.fuse_bytes = static_cast<std::size_t>(*value);
+    if (const auto value = env::count("WEFT_RECORDER", std::uint64_t{1} << 20))
+      result.recorder_calls = static_cast<std::size_t>(*value);
     return result;
   }
+  // The smallest piece size the environment may ask for (4 KiB; the options themselves take any
+  // size from 1 byte, for tests that exercise many pieces on small inputs).
+  static constexpr std::uint64_t smallest_piece = 4096;
   // The largest piece size the environment may ask for (1 TiB).
   static constexpr std::uint64_t largest_piece = std::uint64_t{1} << 40;
 };

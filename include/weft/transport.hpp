@@ -25,6 +25,22 @@ namespace weft {
 using tag_t = std::uint64_t;
 using deadline_clock = std::chrono::steady_clock;
 
+// The deadline `time` from now, saturating: a wait of duration::max() (or anything too long for
+// the clock) waits as long as the clock can count instead of overflowing into the past; a
+// negative time is a deadline already passed.
+template <class Rep, class Period>
+deadline_clock::time_point deadline_after(std::chrono::duration<Rep, Period> time) {
+  const auto now = deadline_clock::now();
+  if (time <= std::chrono::duration<Rep, Period>::zero()) return now;
+  using seconds = std::chrono::duration<double>;
+  const auto room = deadline_clock::time_point::max() - now;
+  // (in doubles, which hold any duration; the second of margin covers their rounding)
+  if (std::chrono::duration_cast<seconds>(time) >= std::chrono::duration_cast<seconds>(room) - seconds(1)) {
+    return deadline_clock::time_point::max();
+  }
+  return now + std::chrono::duration_cast<deadline_clock::duration>(time);
+}
+
 // weft::element<T> — requirements on an element type:
 //   1. T is trivially copyable (it travels as bytes and is copied with memcpy or a DMA);
 //   2. T is an object type that is neither const, volatile, a pointer, nor a reference

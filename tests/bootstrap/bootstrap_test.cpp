@@ -14,6 +14,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -323,6 +325,107 @@ TEST_CASE("two jobs in one store directory meet apart", "[bootstrap][store]") {
     const auto odd = weft::bootstrap::rendezvous::job_directory(where(0, "../a/b"));
     CHECK(odd.parent_path() == directory);
     CHECK(odd.filename().string().starts_with("job-.._a_b-"));
+  }
+  std::filesystem::remove_all(directory);
+}
+
+namespace {
+
+// The permission bits of `path`.
+unsigned mode_of(const std::filesystem::path& path) {
+  struct stat status {};
+  REQUIRE(::stat(path.c_str(), &status) == 0);
+  return status.st_mode & 07777;
+}
+
+// "host pid N" for a process of this host that has ended.
+std::string ended_process() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  const std::string mine = weft::bootstrap::this_process();
+  return mine.substr(0, mine.rfind(" pid ")) + " pid " + std::to_string(child);
+}
+
+weft::bootstrap::launch file_rank(int rank, const std::filesystem::path& directory) {
+  auto where = job_rank(rank, "", "");
+  where.store_path = directory.string();
+  return where;
+}
+
+}  // namespace
+
+TEST_CASE("the file store keeps its files to their owner", "[bootstrap][store]") {
+  const auto directory = std::filesystem::temp_directory_path() / ("weft-private-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  {
+    weft::bootstrap::file_store files(directory / "job");
+    files.set("weft/secret", "0123456789abcdef");
+    CHECK(mode_of(directory / "job") == 0700u);
+    CHECK(mode_of(directory / "job" / "weft%2Fsecret") == 0600u);
+    CHECK(files.claim("weft/tcp-rank/0", "me") == "me");
+    CHECK(mode_of(directory / "job" / "weft%2Ftcp-rank%2F0") == 0600u);
+  }
+  std::filesystem::remove_all(directory);
+}
+
+TEST_CASE("a job that meets through a directory removes it at a normal end, and a finished job's "
+          "directory is taken over",
+          "[bootstrap][store]") {
+  const auto directory = std::filesystem::temp_directory_path() / ("weft-job-life-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  const auto job = directory / "job";  // WEFT_STORE_PATH without an identity
+  auto meet = [&](int rank) { return weft::bootstrap::rendezvous(file_rank(rank, directory), weft::deadline_clock::now() + 10s); };
+
+  SECTION("the last rank to leave removes the job's directory, not WEFT_STORE_PATH") {
+    for (int run = 0; run < 2; ++run) {  // the same directory twice: the second job starts clean
+      std::optional<weft::bootstrap::rendezvous> zero, one;
+      std::thread second([&] { one.emplace(meet(1)); });
+      zero.emplace(meet(0));
+      second.join();
+      CHECK(zero->secret() == one->secret());
+      CHECK(std::filesystem::is_directory(job));
+      CHECK(mode_of(job) == 0700u);
+      zero.reset();
+      CHECK(std::filesystem::is_directory(job));  // rank 1 is still there
+      one.reset();
+      CHECK_FALSE(std::filesystem::exists(job));
+      CHECK(std::filesystem::is_directory(directory));
+    }
+  }
+  SECTION("a directory left by a job whose rank 0 ended is taken over; rank 1 waits for the new rank 0") {
+    {
+      weft::bootstrap::file_store left(job);
+      left.set("weft/opened", ended_process());
+      left.set("weft/secret", "stale-secret");
+      left.set("weft/tcp-rank/0", ended_process());
+    }
+    std::optional<weft::bootstrap::rendezvous> one;
+    std::thread second([&] { one.emplace(meet(1)); });  // starts first, sees only the old job
+    std::this_thread::sleep_for(200ms);
+    auto zero = meet(0);
+    second.join();
+    CHECK(zero.secret() != "stale-secret");
+    CHECK(one->secret() == zero.secret());
+    weft::bootstrap::file_store files(job);
+    CHECK(files.claim("weft/tcp-rank/0", weft::bootstrap::this_process()) == weft::bootstrap::this_process());
+  }
+  SECTION("a directory a running job holds is refused, naming it") {
+    {
+      weft::bootstrap::file_store held(job);
+      const std::string mine = weft::bootstrap::this_process();
+      held.set("weft/opened", mine.substr(0, mine.rfind(" pid ")) + " pid " + std::to_string(::getppid()));
+    }
+    CHECK_THROWS_WITH(meet(0), Catch::Contains("in use by a running job") &&
+                                   Catch::Contains("pid " + std::to_string(::getppid())));
+  }
+  SECTION("a directory a job of another host left cannot be checked: the error says to remove it") {
+    {
+      weft::bootstrap::file_store held(job);
+      held.set("weft/opened", "some-other-host pid 1");
+    }
+    CHECK_THROWS_WITH(meet(0), Catch::Contains("another host") && Catch::Contains("remove the directory"));
   }
   std::filesystem::remove_all(directory);
 }

@@ -7,11 +7,14 @@
 //               ranks (layout)" and what weft::automatic chose for a large allreduce
 //   kill V      rank V kills itself (SIGKILL) in the middle of a stream of hierarchical
 //               allreduces; every other rank must get an error naming rank V
+//   die V SEED  rank V is SIGKILLed at a point of a loop of collectives drawn from SEED; each
+//               survivor prints its error and ends at once (survivors.hpp)
 //   network-only  the same job built with weft::no_local_transport: the ranks of a host talk over
 //               TCP; rank 0 says so once; hierarchical and automatic allreduce still pass
 //   bench B     allreduce of B bytes (float sum): hierarchical(ring,ring) against flat ring and
 //               the other flat algorithms, alternating, 5 rounds; prints busbw per algorithm
 #include "../collective_cases.hpp"
+#include "survivors.hpp"
 
 #include <weft/bootstrap/tiered_session.hpp>
 #include <weft/transport/shm.hpp>
@@ -169,8 +172,12 @@ int main(int argc, char** argv) {
     auto job = job_type::from_environment();
     if (scenario == "slice") return slice(job);
     if (scenario == "kill" && argc > 2) return kill(job, std::stoi(argv[2]));
+    if (scenario == "die" && argc > 3) {
+      return weft_test::multiprocess::die_in_loop(job.comm(), std::stoi(argv[2]),
+                                                  static_cast<unsigned>(std::stoul(argv[3])));
+    }
     if (scenario == "bench" && argc > 2) return bench(job, std::stoull(argv[2]));
-    std::cerr << "usage: " << argv[0] << " slice | network-only | kill RANK | bench BYTES" << std::endl;
+    std::cerr << "usage: " << argv[0] << " slice | network-only | kill RANK | die RANK SEED | bench BYTES" << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -46,6 +46,7 @@ import glob
 import importlib.machinery
 import importlib.util
 import os
+import random
 import re
 import secrets
 import shutil
@@ -168,6 +169,21 @@ def collect(processes, timeout):
     return results
 
 
+def said_once(ranks_program, weft_run, label, transport_words):
+    """WEFT_VERBOSE=1: rank 0 says once what the job runs on (ranks, launcher, transport,
+    meeting); without it nothing is said."""
+    env = dict(os.environ, WEFT_VERBOSE="1", WEFT_TIMEOUT_MS="60000")
+    code, output, _ = run([sys.executable, weft_run, "-n", "2", "--", ranks_program, "slice"], timeout=300, env=env)
+    lines = [line for line in output.splitlines() if "weft: 2 ranks, launcher weft; transport: " in line]
+    check(code == 0 and len(lines) == 1 and lines[0].startswith("[0]") and transport_words in lines[0]
+          and "meeting: tcp store at 127.0.0.1:" in lines[0],
+          "%s, WEFT_VERBOSE=1: rank 0 says once what the job runs on (%s)" % (label, lines[0] if lines else "nothing"),
+          output)
+    env["WEFT_VERBOSE"] = "0"
+    code, output, _ = run([sys.executable, weft_run, "-n", "2", "--", ranks_program, "slice"], timeout=300, env=env)
+    check(code == 0 and "transport: " not in output, "%s, WEFT_VERBOSE=0: nothing is said" % label, output)
+
+
 def scenario_weft_run(ranks_program, weft_run):
     for size in (2, 3, 4):
         code, output, took = run([sys.executable, weft_run, "-n", str(size), "--timeout", "240", "--",
@@ -181,6 +197,8 @@ def scenario_weft_run(ranks_program, weft_run):
         check(len(chosen) == size * (size - 1) and all(name in ("cubic", "reno") for name in chosen),
               "weft-run -n %d: every connection between the ranks runs cubic or reno (%s)"
               % (size, ", ".join(sorted(set(chosen)))), output)
+
+    said_once(ranks_program, weft_run, "tcp", "transport: tcp (Boost.Asio), 2 ranks")
 
     code, output, _ = run([sys.executable, weft_run, "-n", "3", "--", "sh", "-c", "echo hello $WEFT_RANK of $WEFT_SIZE"], 60)
     check(code == 0 and all("[%d] hello %d of 3" % (r, r) in output for r in range(3)),
@@ -282,6 +300,126 @@ def failure_run(ranks_program, mode, size, victim, timeout_ms=30000, extra=None,
               slowest)
 
 
+def blames_only(message, victim, live):
+    """Whether an error names `victim` as the rank lost and no rank of `live` as lost, ended or
+    closed (a survivor that closed after the loss may be named as doing so "after that")."""
+    if "rank %d" % victim not in message:
+        return False
+    for rank in live:
+        for wrong in ("rank %d is lost" % rank, "rank %d's process" % rank, "process of rank %d " % rank,
+                      "process of rank %d:" % rank):
+            if wrong in message:
+                return False
+        if re.search(r"rank %d closed its transport(?! after)" % rank, message):
+            return False
+    return True
+
+
+def survivors_by_hand(ranks_program, label, runs=20, extra=None, hosts=None):
+    """4 ranks started by hand; one of ranks 1-3, drawn per run, is SIGKILLed at a point of a loop
+    of collectives drawn per run; each survivor prints its error and closes at once, as a user's
+    program does. Every survivor of every run must name the killed rank (never a survivor that
+    closed its transport after it), and its error's culprit() must be it or unknown (-1). On
+    libfabric's shm provider a survivor may instead be stuck inside the provider on a lock the
+    killed process held in the survivor's own region (libfabric 1.17; nothing outside can free
+    it): it must end naming the killed rank, and such runs are counted and printed."""
+    draw = random.Random(0x5eed)
+    named = 0
+    stuck = 0
+    for run in range(runs):
+        victim, seed = draw.choice([1, 2, 3]), draw.randrange(1 << 30)
+        if hosts is None:
+            processes = start_ranks(range(4), 4, [ranks_program, "die", str(victim), str(seed)], 30000, extra=extra)
+            results = collect({r: p for r, p in processes.items() if r != victim}, timeout=90)
+            processes[victim].kill()
+            processes[victim].communicate()
+        else:
+            results = {r: out for r, out in run_hosts(ranks_program, hosts, ["die", str(victim), str(seed)],
+                                                       timeout=90).items() if r != victim}
+        good = 0
+        for rank, (code, output) in sorted(results.items()):
+            error = re.search(r"survivor error: (.*)", output)
+            culprit = re.search(r"survivor culprit: (-?\d+)", output)
+            live = [r for r in range(4) if r != victim]
+            ok = (code == 0 and error is not None and blames_only(error.group(1), victim, live)
+                  and culprit is not None and int(culprit.group(1)) in (victim, -1))
+            if not ok and label.startswith("ofi shm") and \
+                    "a lock held by the process of rank %d (pid" % victim in output:
+                ok = True
+                stuck += 1
+            good += ok
+            if not ok:
+                check(False, "%s survivors, run %d (rank %d killed, seed %d): rank %d names rank %d"
+                      % (label, run + 1, victim, seed, rank, victim), "exit status %s\n%s" % (code, output))
+        named += good == len(results)
+    check(named == runs, "%s survivors by hand: in %d of %d runs every survivor named the killed rank%s"
+          % (label, named, runs, " (%d survivor(s) stuck in the provider on the dead rank's lock, ended naming it)"
+                                 % stuck if stuck else ""))
+
+
+def recorder_runs(ranks_program, weft_run, label, extra=None):
+    """The flight recorder: a hang (one rank SIGSTOPped before its 11th call), a mismatch (one
+    rank calls reduce where the others call allreduce) and a kill each leave records that
+    weft-why reads into a line naming the right rank and call; SIGUSR1 on a healthy job writes
+    records without harm; weft-run prints weft-why's reading when a job fails."""
+    why = os.path.join(os.path.dirname(os.path.abspath(weft_run)), "weft-why")
+    cases = (("hang", 2, ["rank 2 never called allreduce #11", "wait for rank 2 in allreduce #11"]),
+             ("mismatch", 1, ["mismatch in call #11", "ranks 0,2-3 called allreduce(count 1000, float32, sum",
+                              "rank 1 called reduce(count 1000, float32, sum, root 0"]),
+             ("kill", 3, ["rank 3 was lost during allreduce #11"]))
+    for mode, victim, expected in cases:
+        directory = tempfile.mkdtemp(prefix="weft-records-")
+        try:
+            environment = dict(extra or {}, WEFT_RECORDER_DIR=directory)
+            processes = start_ranks(range(4), 4, [ranks_program, "recorder", mode, str(victim)], 2000,
+                                    extra=environment)
+            results = collect({r: p for r, p in processes.items() if r != victim}, timeout=60)
+            if mode == "hang":  # its records, as it is (stopped before its 11th call), then it goes
+                os.kill(processes[victim].pid, signal.SIGUSR1)
+                os.kill(processes[victim].pid, signal.SIGCONT)
+                until = time.monotonic() + 10
+                while time.monotonic() < until and not os.path.exists(os.path.join(directory, "rank-%d.jsonl" % victim)):
+                    time.sleep(0.05)
+                time.sleep(0.2)
+            processes[victim].kill()
+            processes[victim].communicate()
+            for rank, (code, output) in sorted(results.items()):
+                check(code == 0 and "recorded failure" in output and os.path.exists(
+                    os.path.join(directory, "rank-%d.jsonl" % rank)),
+                      "%s recorder, %s of rank %d: rank %d failed and wrote its records" % (label, mode, victim, rank),
+                      output)
+            code, output, _ = run([sys.executable, why, directory], timeout=60)
+            check(code == 0 and all(words in output for words in expected),
+                  "%s recorder, %s of rank %d: weft-why says %s" % (label, mode, victim, " / ".join(expected)), output)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    # SIGUSR1 on a healthy job: every rank writes its records and the job ends well.
+    directory = tempfile.mkdtemp(prefix="weft-records-")
+    try:
+        processes = start_ranks(range(3), 3, [ranks_program, "recorder", "healthy", "0"], 30000,
+                                extra=dict(extra or {}, WEFT_RECORDER_DIR=directory))
+        time.sleep(2)
+        for process in processes.values():
+            os.kill(process.pid, signal.SIGUSR1)
+        results = collect(processes, timeout=60)
+        written = sorted(os.listdir(directory))
+        reasons = "".join(open(os.path.join(directory, name)).read() for name in written)
+        check(all(code == 0 and "recorded run ended: healthy" in output for code, output in results.values())
+              and written == ["rank-%d.jsonl" % r for r in range(3)] and reasons.count('"reason":"SIGUSR1"') >= 3,
+              "%s recorder: SIGUSR1 on a healthy job writes every rank's records and the job ends well (%s)"
+              % (label, " ".join(written)), "\n".join(output for _, output in results.values()))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    # weft-run: a job that fails prints what weft-why reads in the ranks' records.
+    env = dict(os.environ, WEFT_TIMEOUT_MS="2000", **(extra or {}))
+    env.pop("WEFT_RECORDER_DIR", None)
+    code, output, _ = run([sys.executable, weft_run, "-n", "4", "--", ranks_program, "recorder", "kill", "3"],
+                          timeout=120, env=env)
+    check(code == 137 and "weft-why: rank 3 was lost during allreduce #11" in output
+          and "flight records are in" in output,
+          "%s recorder: weft-run prints weft-why's reading of a failed job" % label, output)
+
+
 def killed_before_joining(ranks_program, label="", extra=None):
     """Ranks 0, 2 and 3 of 4 start, rank 2 is SIGKILLed while it waits at start-up for rank 1 (not
     yet started), then rank 1 starts: with the communicator's timeout at its default (5 minutes),
@@ -332,20 +470,27 @@ def killed_before_joining(ranks_program, label="", extra=None):
 
 
 def file_store_run(ranks_program):
-    """Three processes meet through a directory (WEFT_STORE_PATH) instead of rank 0's TCP store."""
+    """Three processes meet through a directory (WEFT_STORE_PATH) instead of rank 0's TCP store,
+    twice in the same directory: the last rank to leave removes the job's files at a normal end
+    (none is left for the next job to trip over)."""
     directory = tempfile.mkdtemp(prefix="weft-file-store-")
     try:
-        processes = {}
-        for rank in range(3):
-            env = rank_environment(rank, 3, 0, 30000)
-            del env["WEFT_STORE"]
-            del env["WEFT_SECRET"]  # rank 0 draws one and hands it out through the directory
-            env["WEFT_STORE_PATH"] = directory
-            processes[rank] = subprocess.Popen([ranks_program, "slice"], env=env, stdout=subprocess.PIPE,
-                                               stderr=subprocess.STDOUT, text=True)
-        for rank, (code, output) in collect(processes, timeout=120).items():
-            check(code == 0 and "slice ok on 3 ranks" in output,
-                  "file store: rank %d met the others through a directory and passed the slice" % rank, output)
+        for run in (1, 2):
+            processes = {}
+            for rank in range(3):
+                env = rank_environment(rank, 3, 0, 30000)
+                del env["WEFT_STORE"]
+                del env["WEFT_SECRET"]  # rank 0 draws one and hands it out through the directory
+                env["WEFT_STORE_PATH"] = directory
+                processes[rank] = subprocess.Popen([ranks_program, "slice"], env=env, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.STDOUT, text=True)
+            for rank, (code, output) in collect(processes, timeout=120).items():
+                check(code == 0 and "slice ok on 3 ranks" in output,
+                      "file store, job %d: rank %d met the others through a directory and passed the slice"
+                      % (run, rank), output)
+            left = os.listdir(directory)
+            check(not left, "file store, job %d: the last rank removed the job's files (left: %s)"
+                  % (run, " ".join(left) or "none"))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -383,7 +528,7 @@ def two_jobs_one_store(ranks_program):
         port = free_port()
 
 
-def scenario_failures(ranks_program):
+def scenario_failures(ranks_program, weft_run):
     two_jobs_one_store(ranks_program)
     file_store_run(ranks_program)
     # 4 ranks started by hand, the communicator's timeout at its default (5 minutes), rank 2
@@ -396,6 +541,8 @@ def scenario_failures(ranks_program):
     failure_run(ranks_program, "close", 4, 1)
     failure_run(ranks_program, "kill", 3, 1)
     killed_before_joining(ranks_program)
+    survivors_by_hand(ranks_program, "tcp")
+    recorder_runs(ranks_program, weft_run, "tcp")
 
     # A rank that joins 3 timeouts late (stopped, then resumed) fails the call the others gave up
     # on, rather than completing it.
@@ -486,6 +633,8 @@ def scenario_ofi(ranks_program, weft_run):
             failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, extra={"WEFT_OFI_PROVIDER": provider},
                         label="ofi %s " % provider, bound=10000, expect="rank 2", collective=collective)
         killed_before_joining(ranks_program, label="ofi %s: " % provider, extra={"WEFT_OFI_PROVIDER": provider})
+        if provider != "sockets":
+            survivors_by_hand(ranks_program, "ofi " + provider, extra={"WEFT_OFI_PROVIDER": provider})
     # A rank later than the other's timeout hears, through the store, that it was given up on,
     # and fails the call rather than completing it with what was already delivered.
     processes = start_ranks(range(2), 2, [ranks_program, "stall", "1"], timeout_ms=1000,
@@ -519,6 +668,7 @@ def scenario_shm(ranks_program, weft_run):
         check(code == 0 and len(ok) == size,
               "shm, %d processes under weft-run: the collective slice passes on every rank (%.1f s)" % (size, took),
               output)
+    said_once(ranks_program, weft_run, "shm", "transport: shared memory, 2 ranks")
     # Messages from 4 KiB lent: from the pool (scratch), and from anywhere else read straight from
     # the sender's memory by process_vm_readv, copied and combined; or, with the host refusing
     # that, through the slots: either way the slice passes and each rank says which holds.
@@ -550,6 +700,8 @@ def scenario_shm(ranks_program, weft_run):
         failure_run(ranks_program, "kill", 4, 2, timeout_ms=300000, label="shm ", bound=1000, expect="rank 2",
                     collective=collective)
     killed_before_joining(ranks_program, label="shm: ")
+    survivors_by_hand(ranks_program, "shm")
+    recorder_runs(ranks_program, weft_run, "shm")
     # A rank later than the others' timeout hears that it was given up on, and fails the call.
     processes = start_ranks(range(2), 2, [ranks_program, "stall", "1"], timeout_ms=1000)
     results = collect(processes, timeout=60)
@@ -766,6 +918,7 @@ def scenario_hierarchical(ranks_program):
     # Hosts named by WEFT_HOST: the ranks of a "host" meet through shared memory, all through TCP.
     check_hierarchical(ranks_program, [0, 1, 0, 1], "WEFT_HOST, 2 hosts x 2 ranks (interleaved)")
     check_hierarchical_kill(ranks_program, [0, 0, 1, 1], 3, "WEFT_HOST, 2 x 2, rank 3 killed")
+    survivors_by_hand(ranks_program, "tiered (WEFT_HOST, 2 x 2)", hosts=[0, 0, 1, 1])
     results = run_hosts(ranks_program, [0, 0, 1], ["network-only"])
     said = "no node-local transport is compiled in: the ranks of each host talk over tcp (2 hosts: 2 + 1 ranks)"
     for rank, (code, output) in sorted(results.items()):
@@ -824,7 +977,7 @@ def main():
     if scenario == "weft-run":
         scenario_weft_run(ranks_program, weft_run)
     elif scenario == "failures":
-        scenario_failures(ranks_program)
+        scenario_failures(ranks_program, weft_run)
     elif scenario == "ofi":
         scenario_ofi(ranks_program, weft_run)
     elif scenario == "shm":

@@ -18,6 +18,9 @@
 //                    the others time out or are told; V must fail the call too, not complete it
 //   fork V           rank V forks a child that returns from main (destroying its copy of the
 //                    session); the job must go on: every rank's allreduce and barrier succeed
+//   die V SEED       rank V is SIGKILLed at a point of a loop of collectives drawn from SEED;
+//                    each survivor prints its error and ends at once (survivors.hpp)
+//   recorder M V     the flight recorder's cases (hang, mismatch, kill, healthy; survivors.hpp)
 //
 // Exit status 0 when the rank saw what it had to; lines starting "detected" carry the times.
 //
@@ -28,6 +31,7 @@
 #pragma once
 
 #include "../collective_cases.hpp"
+#include "survivors.hpp"
 
 #include <weft/nonblocking.hpp>
 
@@ -251,8 +255,12 @@ int ranks_main(int argc, char** argv) {
       return failing<Traits>(job, std::stoi(argv[2]), true, true);
     if (scenario == "stall" && argc > 2) return stall<Traits>(job, std::stoi(argv[2]));
     if (scenario == "fork" && argc > 2) return forking<Traits>(job, std::stoi(argv[2]));
+    if (scenario == "recorder" && argc > 3) return recorded_failure(job.comm(), argv[2], std::stoi(argv[3]));
+    if (scenario == "die" && argc > 3)
+      return die_in_loop(job.comm(), std::stoi(argv[2]), static_cast<unsigned>(std::stoul(argv[3])));
     std::cerr << "usage: " << argv[0]
               << " slice | kill RANK [allreduce|alltoall|broadcast] | close RANK | flood RANK | stall RANK | fork RANK"
+                 " | die RANK SEED | recorder hang|mismatch|kill|healthy RANK"
               << std::endl;
     return 2;
   } catch (const weft::error& failure) {

@@ -932,7 +932,7 @@ TEST_CASE("the TCP settings take empty as the default and refuse what they canno
     CHECK(read.crowded_socket_buffer_bytes == 512 << 10);
   }
   const std::vector<std::pair<const char*, const char*>> garbage = {
-      {"WEFT_TIMEOUT_MS", "abc"},          {"WEFT_TIMEOUT_MS", "-5"},
+      {"WEFT_TIMEOUT_MS", "abc"},          {"WEFT_TIMEOUT_MS", "-5"},          {"WEFT_TIMEOUT_MS", "0"},
       {"WEFT_TCP_UNEXPECTED_BYTES", "1.5G"}, {"WEFT_TCP_EARLY_CACHE_BYTES", "-1"},
       {"WEFT_TCP_SOCKET_BUFFER", "3G"},    {"WEFT_TCP_CROWDED_SOCKET_BUFFER", "lots"},
       {"WEFT_TCP_SPIN_US", "20ms"},        {"WEFT_TCP_CROWDED_SPIN_US", "-50"},

@@ -94,11 +94,28 @@ TEST_CASE("the communicator's variables are read exactly", "[env]") {
     CHECK(read.check);
   }
   {
-    scoped_environment set({{"WEFT_CHECK", "0"}, {"WEFT_CHUNK_BYTES", "0"}});
+    scoped_environment set({{"WEFT_CHECK", "0"}, {"WEFT_CHUNK_BYTES", "4K"}, {"WEFT_REDUCE_CHUNK_BYTES", "0"}});
     const auto read = weft::options::from_environment();
     CHECK_FALSE(read.check);
-    CHECK(read.chunk_bytes == 1u);  // a piece holds at least one byte
+    CHECK(read.chunk_bytes == 4096u);                  // the smallest piece the environment may ask for
+    CHECK(read.reduce_chunk_bytes == 0u);              // 0: the transport's measured size
   }
+}
+
+TEST_CASE("a timeout of 0 and pieces under the floor are refused, naming the variable", "[env]") {
+  auto options = [] { return weft::options::from_environment(); };
+  refused("WEFT_TIMEOUT_MS", "0", options);
+  for (const char* value : {"0", "1", "4095", "1K"}) refused("WEFT_CHUNK_BYTES", value, options);
+  for (const char* value : {"1", "4095"}) refused("WEFT_REDUCE_CHUNK_BYTES", value, options);
+  scoped_environment set("WEFT_CHUNK_BYTES", "1");
+  try {
+    (void)weft::options::from_environment();
+    FAIL("WEFT_CHUNK_BYTES=1 was taken");
+  } catch (const weft::error& failure) {
+    CHECK_THAT(failure.what(), Catch::Contains("WEFT_CHUNK_BYTES") && Catch::Contains("at least 4096 bytes"));
+  }
+  // Every reader of WEFT_TIMEOUT_MS (the transports' start-up too) goes through env::timeout().
+  refused("WEFT_TIMEOUT_MS", "0", [] { (void)weft::detail::env::timeout(); });
 }
 
 TEST_CASE("the communicator's variables refuse what they cannot read", "[env]") {

@@ -3,6 +3,7 @@
 // different collectives without check mode, two threads on one communicator, a blocking send to
 // this rank itself, dup() of a failed communicator, a size mismatch's error code, a rank's
 // thread that cannot be started.
+#include "../scoped_environment.hpp"
 #include "../support.hpp"
 
 #include <catch2/catch.hpp>
@@ -15,7 +16,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -323,4 +326,76 @@ TEST_CASE("inproc::run that cannot start a rank's thread throws, it does not ter
   INFO("child status " << status << " (exit 0: the error; 3: no limit; 4: the limit did not bite; signal 6: terminate)");
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("errors on a split communicator name every rank as the job numbers it", "[faults]") {
+  // As the host-local communicators of a tiered world: world ranks 1 and 3 form one. Its rank 1
+  // (world rank 3) waits for its rank 0 (world rank 1), which never sends.
+  auto settings = test_options();
+  settings.timeout = std::chrono::milliseconds(300);
+  const auto results = outcomes_on_ranks(
+      4,
+      [&](comm_t& comm) {
+        auto odd = comm.split(comm.rank() % 2, comm.rank());
+        if (comm.rank() == 3) {
+          std::vector<int> data(4);
+          weft::recv(odd, std::span<int>(data), 0);
+        }
+      },
+      settings);
+  INFO(results[3].message);
+  CHECK(results[3].code == weft::errc::timeout);
+  CHECK_THAT(results[3].message, Contains("rank 3 (rank 1 of this communicator) waited") &&
+                                     Contains("from rank 1 (rank 0 of this communicator)"));
+  CHECK_THAT(results[3].message, !Contains("from rank 0 ") && !Contains("world rank"));
+}
+
+TEST_CASE("the flight recorder keeps each communicator's last calls and writes them when a call fails",
+          "[faults][recorder]") {
+  const auto directory = std::filesystem::temp_directory_path() / ("weft-records-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  weft_test::scoped_environment records("WEFT_RECORDER_DIR", directory.c_str());
+  auto settings = test_options();
+  settings.timeout = std::chrono::milliseconds(300);
+  settings.recorder_calls = 4;  // keeps the last 4 of 6 calls
+  const auto results = outcomes_on_ranks(
+      3,
+      [&](comm_t& comm) {
+        std::vector<int> data(100, 1);
+        for (int call = 0; call < 5; ++call) weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+        const auto kept = comm.recorder()->calls();
+        RANK_CHECK(kept.size() == 4u);
+        RANK_CHECK((kept.front().number == 2u && kept.back().number == 5u));
+        RANK_CHECK(kept.back().state == weft::recorded_call::outcome::done);
+        RANK_CHECK((kept.back().signature.count == 100u && std::string(kept.back().signature.type.data()) == "int32" &&
+                    std::string(kept.back().signature.op.data()) == "sum" &&
+                    std::string(kept.back().signature.algorithm.data()) == "ring"));
+        if (comm.rank() == 2) return;  // never makes the 6th call: the others time out
+        weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+      },
+      settings);
+  CHECK(results[0].failed);
+  CHECK(results[1].failed);
+  for (const int rank : {0, 1}) {
+    INFO("rank " << rank);
+    std::ifstream file(directory / ("rank-" + std::to_string(rank) + ".jsonl"));
+    REQUIRE(file);
+    std::stringstream text;
+    text << file.rdbuf();
+    const std::string lines = text.str();
+    CHECK_THAT(lines, Contains("\"record\":\"header\",\"world_rank\":" + std::to_string(rank)));
+    CHECK_THAT(lines, Contains("\"number\":6,\"collective\":\"allreduce\",\"count\":100,\"type\":\"int32\"") &&
+                          Contains("\"state\":\"failed\"") && Contains("\"number\":5,") && !Contains("\"number\":2,"));
+  }
+  CHECK_FALSE(std::filesystem::exists(directory / "rank-2.jsonl"));  // rank 2 did not fail
+  std::filesystem::remove_all(directory);
+
+  settings.recorder_calls = 0;
+  weft::inproc::run(
+      2, [&](comm_t& comm) {
+        std::vector<int> data(10, 1);
+        weft::allreduce(comm, std::span<int>(data), weft::sum{});
+        RANK_CHECK(comm.recorder() == nullptr);
+      },
+      settings);
 }

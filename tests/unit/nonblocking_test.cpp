@@ -260,6 +260,30 @@ TEST_CASE("wait with a deadline returns false while a peer is late and the call 
   });
 }
 
+TEST_CASE("wait_for with the longest durations waits for the call instead of overflowing",
+          "[nonblocking]") {
+  weft::inproc::run(2, [&](comm_t& comm) {
+    auto data = filled(1000, 2.0f);
+    if (comm.rank() == 1) std::this_thread::sleep_for(200ms);
+    auto call = weft::iallreduce(comm, std::span<float>(data), weft::sum{});
+    const bool done = comm.rank() == 0 ? call.wait_for(std::chrono::seconds::max())
+                                       : call.wait_for(std::chrono::nanoseconds::max());
+    RANK_CHECK(done);
+    RANK_CHECK(data.front() == 4.0f);
+    auto second = weft::iallreduce(comm, std::span<float>(data), weft::sum{});
+    const bool hours = second.wait_for(std::chrono::hours::max());
+    RANK_CHECK(hours);
+    RANK_CHECK(data.back() == 8.0f);
+  });
+  const auto before = weft::deadline_clock::now();
+  const auto passed = weft::deadline_after(std::chrono::seconds(-5));
+  const auto soon = weft::deadline_after(std::chrono::seconds(10));
+  const auto after = weft::deadline_clock::now();
+  CHECK((passed >= before && passed <= after));
+  CHECK((soon >= before + std::chrono::seconds(10) && soon <= after + std::chrono::seconds(10)));
+  CHECK(weft::deadline_after(std::chrono::hours::max()) == weft::deadline_clock::time_point::max());
+}
+
 TEST_CASE("with a progress thread calls complete while the caller computes without calling weft",
           "[nonblocking]") {
   auto settings = test_options();

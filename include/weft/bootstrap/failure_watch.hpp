@@ -53,12 +53,16 @@ class failure_watch {
   // cannot make them leaves the watch idle (active() false). `serving` is the rank that serves
   // the store, numbered as `rank` is (-1: not one of these ranks). Until started(), a notice
   // also interrupts `meeting`, which must outlive the watch.
-  failure_watch(store& meeting, std::string prefix, int rank, int serving = 0, handler on_failure = {})
+  // `named`: this rank as messages name it, where the job numbers it otherwise (the node-local
+  // tier of weft::tiered: its rank in the job); -1: `rank`.
+  failure_watch(store& meeting, std::string prefix, int rank, int serving = 0, handler on_failure = {},
+                int named = -1)
       : connect_(meeting.connector()),
         key_(std::move(prefix) + "/failed"),
         lifeline_(notice(rank, "its connection to the bootstrap store ended: the process of rank " +
-                                   std::to_string(rank) + " exited, crashed or was killed")),
+                                   std::to_string(named >= 0 ? named : rank) + " exited, crashed or was killed")),
         rank_(rank),
+        named_(named >= 0 ? named : rank),
         serving_(serving),
         on_failure_(std::move(on_failure)),
         meeting_(&meeting) {
@@ -136,7 +140,7 @@ class failure_watch {
   void report(int lost, std::string_view why) {
     if (!active() || stopping_ || heard_) return;  // the job has its notice already
     try {
-      connect_(deadline_clock::now() + report_time)->claim(key_, notice(lost, "reported by rank " + std::to_string(rank_) + ": " + std::string(why)));
+      connect_(deadline_clock::now() + report_time)->claim(key_, notice(lost, "reported by rank " + std::to_string(named_) + ": " + std::string(why)));
     } catch (const error&) {  // the store is gone: the others learn that from their own watch
     }
   }
@@ -181,6 +185,7 @@ class failure_watch {
   std::string key_;
   std::string lifeline_;
   int rank_;
+  int named_;    // rank_ as messages name it
   int serving_;  // the rank that serves the store, in this watch's numbering; -1: none of its ranks
   handler on_failure_;
   std::unique_ptr<store> listening_;  // its thread's alone

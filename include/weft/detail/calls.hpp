@@ -116,9 +116,12 @@ struct reduction_call {
   }
   // reduce's output is the root's alone, so its size is its input's; the others' is the output.
   std::size_t message_bytes() const { return Kind == collective::reduce ? in.size() : out.size(); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(message_bytes() / combine->element_size(), algorithm, root);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(message_bytes() / combine->element_size(), algorithm, root));
+    check_call(comm, signature(algorithm));
   }
 };
 
@@ -147,9 +150,12 @@ struct broadcast_call : movement_call_base {
   template <class A, class Comm>
   void run(Comm& comm) const { A::broadcast(comm, data, root); }
   std::size_t message_bytes() const { return data.size(); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, data.size() / element_size, root, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(kind, data.size() / element_size, root, algorithm));
+    check_call(comm, signature(algorithm));
   }
 };
 
@@ -162,9 +168,12 @@ struct allgather_call : movement_call_base {
   template <class A, class Comm>
   void run(Comm& comm) const { A::allgather(comm, in, out); }
   std::size_t message_bytes() const { return in.size(); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, in.size() / element_size, -1, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(kind, in.size() / element_size, -1, algorithm));
+    check_call(comm, signature(algorithm));
   }
 };
 
@@ -182,13 +191,15 @@ struct allgatherv_call : movement_call_base {
   void run(Comm& comm) const { A::allgatherv(comm, in, out, blocks); }
   // the same on every rank: the total, spread over the ranks
   std::size_t message_bytes() const { return out.size() / (counts.empty() ? 1 : counts.size()); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, out.size() / element_size, -1, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
     // rank i sends counts_i[i] elements to everyone; rank j expects counts_j[i] from rank i
     // (a vector of its own: index slots 4 and 5 hold this call's displacements)
     std::vector<std::size_t> expected(counts.size(), counts[static_cast<std::size_t>(comm.rank())]);
-    check_call(comm, describe(kind, out.size() / element_size, -1, algorithm),
-                    std::span<const std::size_t>(expected), counts);
+    check_call(comm, signature(algorithm), std::span<const std::size_t>(expected), counts);
   }
 };
 
@@ -201,9 +212,12 @@ struct alltoall_call : movement_call_base {
   template <class A, class Comm>
   void run(Comm& comm) const { A::alltoall(comm, in, out); }
   std::size_t message_bytes() const { return in.size(); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, in.size() / element_size, -1, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(kind, in.size() / element_size, -1, algorithm));
+    check_call(comm, signature(algorithm));
   }
 };
 
@@ -223,9 +237,10 @@ struct alltoallv_call : movement_call_base {
   void run(Comm& comm) const { A::alltoallv(comm, in, in_blocks, out, out_blocks); }
   // per-rank counts differ, so the choice must not depend on them
   std::size_t message_bytes() const { return 0; }
+  call_signature signature(std::string_view algorithm) const { return describe(kind, 0, -1, algorithm); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(kind, 0, -1, algorithm), in_counts, out_counts);
+    check_call(comm, signature(algorithm), in_counts, out_counts);
   }
 };
 
@@ -241,9 +256,12 @@ struct gather_call : movement_call_base {
   template <class A, class Comm>
   void run(Comm& comm) const { A::gather(comm, in, out, root); }
   std::size_t message_bytes() const { return in.size(); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, in.size() / element_size, root, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(kind, in.size() / element_size, root, algorithm));
+    check_call(comm, signature(algorithm));
   }
 };
 
@@ -259,9 +277,12 @@ struct scatter_call : movement_call_base {
   template <class A, class Comm>
   void run(Comm& comm) const { A::scatter(comm, in, out, root); }
   std::size_t message_bytes() const { return out.size(); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, out.size() / element_size, root, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(kind, out.size() / element_size, root, algorithm));
+    check_call(comm, signature(algorithm));
   }
 };
 
@@ -272,9 +293,10 @@ struct barrier_call : movement_call_base {
   template <class A, class Comm>
   void run(Comm& comm) const { A::barrier(comm); }
   std::size_t message_bytes() const { return 0; }
+  call_signature signature(std::string_view algorithm) const { return describe(kind, 0, -1, algorithm); }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
-    check_call(comm, describe(kind, 0, -1, algorithm));
+    check_call(comm, signature(algorithm));
   }
 };
 

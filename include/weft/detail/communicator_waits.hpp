@@ -16,18 +16,18 @@ namespace weft {
 template <transport T>
 void communicator<T>::wait(pending& operation) {
   if (!operation.active()) return;
+  if (recorder_) recorder_->waiting(step_, operation.peer_, operation.is_send_);
   const bool done = ask_transport(operation, [&](request_type& request) {
     const auto deadline = deadline_clock::now() + settings_.timeout;
     return lane_ == nullptr ? transport_->wait(request, deadline) : wait_in_lane(request, deadline);
   });
   if (!done) {
-    tell_others(operation.peer_, "rank " + std::to_string(rank_) + " timed out waiting for rank " +
-                                     std::to_string(operation.peer_) + " (" + where() + ")");
+    tell_others(operation.peer_, describe_rank() + " timed out waiting for " + describe_rank(operation.peer_) +
+                                     " (" + where() + ")");
     fail(errc::timeout,
          describe_rank() + " waited " + std::to_string(settings_.timeout.count()) + " ms to " +
              (operation.is_send_ ? "send " : "receive ") + std::to_string(operation.bytes_) +
-             " bytes " + (operation.is_send_ ? "to" : "from") + " rank " +
-             std::to_string(operation.peer_) + " (" + where() +
+             " bytes " + (operation.is_send_ ? "to " : "from ") + describe_rank(operation.peer_) + " (" + where() +
              "); that rank may not have called " + std::string(to_string(collective_)) +
              ", may have called another collective (WEFT_CHECK=1 detects that), or is stuck");
   }
@@ -56,6 +56,7 @@ void communicator<T>::become_lane(const communicator& parent, std::uint32_t cont
   sequence_ = 0;
   lane_ = lane;
   user_context_ = parent.user_context_.value_or(parent.context_);
+  if (!recorder_ && parent.recorder_) recorder_ = detail::recorder_handle::sharing(parent.recorder_);
   broken_ = parent.broken_;
   broken_code_ = parent.broken_code_;
   broken_message_ = parent.broken_message_;
@@ -63,8 +64,13 @@ void communicator<T>::become_lane(const communicator& parent, std::uint32_t cont
 
 template <transport T>
 void communicator<T>::tell_others(int peer, const std::string& reason) {
+  tell_others_of(transport_rank(peer), reason);
+}
+
+template <transport T>
+void communicator<T>::tell_others_of(int culprit, const std::string& reason) {
   if constexpr (requires(T& t) { t.abort(0, std::string_view{}); }) {
-    transport_->abort(transport_rank(peer), reason);
+    transport_->abort(culprit, reason);
   }
 }
 
@@ -97,8 +103,10 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
   try {
     return ask(*operation.request_);
   } catch (const error& failure) {
-    tell_others(operation.peer_, detail::strip_prefix(failure.what()) + " (" + where() + ")");
-    fail(failure.code(), detail::strip_prefix(failure.what()) + " (" + where() + ")");
+    // The others hear of the rank the transport blames (the one lost first), else of the peer.
+    const int culprit = failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_);
+    tell_others_of(culprit, detail::strip_prefix(failure.what()) + " (" + where() + ")");
+    fail(failure.code(), detail::strip_prefix(failure.what()) + " (" + where() + ")", failure.culprit());
   }
 }
 

@@ -96,6 +96,20 @@ inline std::optional<std::uint64_t> bytes(
   return parsed;
 }
 
+// A size in bytes in [floor, limit] (a piece size: smaller pieces only multiply the per-message
+// cost); `zero_means`, when given, also lets 0 through and says what it means.
+inline std::optional<std::uint64_t> piece_bytes(const char* name, std::uint64_t floor, std::uint64_t limit,
+                                                 const char* zero_means = nullptr) {
+  const auto value = bytes(name, limit);
+  if (value && *value < floor && !(*value == 0 && zero_means != nullptr)) {
+    refuse(name, *text(name),
+           "a piece size of at least " + std::to_string(floor) + " bytes" +
+               (zero_means != nullptr ? std::string(" (or 0: ") + zero_means + ")" : std::string()) +
+               ": smaller pieces only multiply the cost per message");
+  }
+  return value;
+}
+
 // The longest duration a variable may give: far beyond any job, and small enough that a
 // deadline of now plus it cannot overflow the steady clock.
 inline constexpr std::uint64_t longest_milliseconds = std::uint64_t{1} << 40;  // about 35 years
@@ -114,6 +128,18 @@ inline std::optional<std::chrono::microseconds> microseconds(const char* name) {
   const auto parsed = parse_count(*value, longest_milliseconds * 1000);
   if (!parsed) refuse(name, *value, "a whole number of microseconds");
   return std::chrono::microseconds(static_cast<std::chrono::microseconds::rep>(*parsed));
+}
+
+// WEFT_TIMEOUT_MS: how long any one wait may block, at least 1 ms. 0 is refused rather than read
+// as "no timeout" (every wait in weft has a deadline); a day is 86400000.
+inline std::optional<std::chrono::milliseconds> timeout() {
+  const auto value = milliseconds("WEFT_TIMEOUT_MS");
+  if (value && value->count() == 0) {
+    refuse("WEFT_TIMEOUT_MS", "0",
+           "a timeout of at least 1 ms (there is no \"no timeout\": every wait has a deadline; give a large "
+           "value such as 86400000 for a day)");
+  }
+  return value;
 }
 
 // 1, true, yes, on / 0, false, no, off.

@@ -74,12 +74,17 @@ concept runs = Call::template supported<Algorithm, Comm> &&
 template <class Algorithm, class Comm, class Call>
 report run_with(Comm& comm, const Call& call) {
   const auto scope = comm.begin(Call::kind, Algorithm::name);
-  if (comm.settings().check) call.check(comm, Algorithm::name);
+  if (comm.recorder() != nullptr) comm.record_call(call.signature(Algorithm::name));
   try {
+    if (comm.settings().check) call.check(comm, Algorithm::name);
     call.template run<Algorithm>(comm);
-  } catch (...) {
+  } catch (const error& failure) {
     // The call's buffers are still alive here; requests left in the communicator's pool would
     // otherwise outlive them (and the transport could go on writing into a freed buffer).
+    comm.cancel_requests();
+    comm.record_failure(failure);  // a mismatch found by check mode is written too
+    throw;
+  } catch (...) {
     comm.cancel_requests();
     throw;
   }

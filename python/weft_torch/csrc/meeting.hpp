@@ -28,7 +28,7 @@ struct group_request {
 // WEFT_TIMEOUT_MS when set, else torch.distributed's timeout: how long any wait may block, and
 // how long the start-up may take.
 inline std::chrono::milliseconds timeout_of(const group_request& request) {
-  if (const auto value = weft::detail::env::milliseconds("WEFT_TIMEOUT_MS")) return *value;
+  if (const auto value = weft::detail::env::timeout()) return *value;
   return request.timeout;
 }
 

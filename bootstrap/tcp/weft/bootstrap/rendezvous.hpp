@@ -7,7 +7,9 @@
 // A job with an identity (launch.job: WEFT_JOB or the launcher's) meets apart from any other:
 // the TCP store's hello carries the identity with WEFT_SECRET, so a rank of another job that
 // reaches this job's store is refused at once, and a file store keeps each job's keys in a
-// directory of its own (job-<identity> under WEFT_STORE_PATH).
+// directory of its own (job-<identity> under WEFT_STORE_PATH; "job" there without an identity),
+// which the last rank removes at a normal end and a later job takes over once the job that left
+// it has ended (weft/bootstrap/file_store.hpp).
 #pragma once
 
 #include "weft/bootstrap/environment.hpp"
@@ -20,10 +22,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace weft::bootstrap {
 
@@ -48,12 +52,16 @@ class rendezvous {
       }
       store_ = std::make_unique<tcp_store>(host, port, store_secret(where), deadline);
     } else {
-      store_ = std::make_unique<file_store>(job_directory(where));
+      auto files = std::make_unique<file_store>(job_directory(where));
+      files->open(where.rank, deadline);
+      departure_.watch(files.get(), where.rank, where.size);
+      store_ = std::move(files);
     }
     if (secret_.empty()) secret_ = shared_secret(*store_, where.rank, deadline);
   }
 
   store* get() { return store_.get(); }
+  const store* get() const { return store_.get(); }
   const bootstrap::launch& launched() const { return launch_; }
   const std::string& secret() const { return secret_; }
 
@@ -70,7 +78,7 @@ class rendezvous {
 
   // The directory a job meets in under WEFT_STORE_PATH: its own when it has an identity.
   static std::filesystem::path job_directory(const launch& where) {
-    if (where.job.empty()) return where.store_path;
+    if (where.job.empty()) return std::filesystem::path(where.store_path) / "job";
     std::string name = "job-";
     for (const char c : where.job) {
       const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -94,10 +102,38 @@ class rendezvous {
     return out;
   }
 
+  // A file store's job leaves it at a normal end (not while an exception unwinds the rank: the
+  // directory then stays for the next job to take over).
+  class departure {
+   public:
+    departure() = default;
+    departure(departure&& other) noexcept
+        : files_(std::exchange(other.files_, nullptr)), rank_(other.rank_), size_(other.size_) {}
+    departure& operator=(departure&&) = delete;  // the store it names would go first
+    void watch(file_store* files, int rank, int size) {
+      files_ = files;
+      rank_ = rank;
+      size_ = size;
+    }
+    ~departure() {
+      if (files_ == nullptr || std::uncaught_exceptions() > 0) return;
+      try {
+        files_->leave(rank_, size_);
+      } catch (const std::exception&) {  // a directory that cannot be written: nothing to tidy
+      }
+    }
+
+   private:
+    file_store* files_ = nullptr;
+    int rank_ = 0;
+    int size_ = 0;
+  };
+
   bootstrap::launch launch_;
   std::string secret_;
   std::unique_ptr<tcp_store_server> server_;  // rank 0 only; declared first, destroyed last
   std::unique_ptr<store> store_;
+  departure departure_;  // declared after the store: leaves before it closes
 };
 
 }  // namespace weft::bootstrap

@@ -14,11 +14,41 @@
 #include "weft/bootstrap/environment.hpp"
 #include "weft/bootstrap/rendezvous.hpp"
 #include "weft/communicator.hpp"
+#include "weft/detail/env.hpp"
 
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace weft {
+
+namespace bootstrap {
+
+// What a job runs on, in one line: "4 ranks, launcher Slurm (job 1234.0); transport: <the
+// transport's describe(), or its name>; meeting: <the store's describe()>".
+template <class Transport>
+std::string describe_job(const launch& where, const store* meeting, const Transport& transport) {
+  std::string text = std::to_string(where.size) + (where.size == 1 ? " rank" : " ranks");
+  if (!where.launcher.empty()) text += ", launcher " + where.launcher;
+  if (!where.job.empty()) text += " (job " + where.job + ")";
+  text += "; transport: ";
+  if constexpr (requires { transport.describe(); }) {
+    text += transport.describe();
+  } else if constexpr (requires { Transport::tuning_key; }) {
+    text += std::string(Transport::tuning_key);
+  }
+  text += "; meeting: " + (meeting != nullptr ? meeting->describe() : std::string("none (one rank)"));
+  return text;
+}
+
+// Rank 0 prints the job's line once on stderr when WEFT_VERBOSE is set (a flag), so a user sees
+// which transport, provider and meeting a job uses without inferring it.
+inline void say_what_runs(int rank, const std::string& line) {
+  if (rank == 0 && weft::detail::env::flag("WEFT_VERBOSE").value_or(false)) std::fprintf(stderr, "weft: %s\n", line.c_str());
+}
+
+}  // namespace bootstrap
 
 template <class Transport, class Config>
 class basic_session {
@@ -37,7 +67,12 @@ class basic_session {
     }
     transport_ = std::make_unique<Transport>(where.rank, where.size, meeting_.get(), config);
     comm_ = std::make_unique<communicator<Transport>>(*transport_, settings);
+    bootstrap::say_what_runs(where.rank, describe());
   }
+
+  // What the job runs on, one line: ranks, launcher, transport (its describe()), meeting. Rank 0
+  // prints it at start-up when WEFT_VERBOSE=1.
+  std::string describe() const { return bootstrap::describe_job(meeting_.launched(), meeting_.get(), *transport_); }
 
   communicator<Transport>& comm() { return *comm_; }
   Transport& endpoint() { return *transport_; }

@@ -15,6 +15,7 @@
 
 #include "weft/bootstrap/environment.hpp"
 #include "weft/bootstrap/rendezvous.hpp"
+#include "weft/bootstrap/session.hpp"
 #include "weft/communicator.hpp"
 #include "weft/hosts.hpp"
 #include "weft/tiered.hpp"
@@ -75,7 +76,11 @@ class tiered_session {
       transport_ = std::make_unique<transport_type>(std::move(layout), std::move(across));
     }
     comm_ = std::make_unique<communicator<transport_type>>(*transport_, settings);
+    bootstrap::say_what_runs(where.rank, describe());
   }
+
+  // What the job runs on, one line (as basic_session::describe(): the hosts and both tiers).
+  std::string describe() const { return bootstrap::describe_job(meeting_.launched(), meeting_.get(), *transport_); }
 
   communicator<transport_type>& comm() { return *comm_; }
   transport_type& endpoint() { return *transport_; }

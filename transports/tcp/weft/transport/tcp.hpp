@@ -100,6 +100,14 @@ class transport {
   // it. The communicator calls it when one of its waits fails, so no rank waits out its timeout.
   void abort(int culprit, std::string_view reason) { engine_->abort(culprit, reason); }
 
+  // What a job's line says of it (weft::basic_session::describe): ranks, where this rank
+  // listens, how long a wait polls before it sleeps.
+  std::string describe() const {
+    return "tcp (Boost.Asio), " + std::to_string(size()) + " ranks, rank " + std::to_string(rank()) +
+           " listening on " + address() + ", waits poll " + std::to_string(spin_before_sleep(0).count()) +
+           " us before sleeping in epoll";
+  }
+
   // host:port this rank listens on (published in the store).
   std::string address() const { return engine_->listening_address(); }
   // Connections refused so far (bad hello, wrong secret, too many).

@@ -79,6 +79,10 @@ inline void engine::read_error() {
                           failure.err == EPIPE || failure.err == FI_EIO;
   if (failure.err == FI_ETRUNC || failure.err == FI_EMSGSIZE) {
     fail(op, errc::mismatch, size_mismatch(op->size, failure.olen + failure.len, op->tag));
+  } else if (connection && (peer_gone(op->peer) || job_lost() >= 0)) {
+    // The peer went (its process ended, or the job lost a rank): name the rank lost first, as
+    // a wait on it would, not the provider's error.
+    fail_gone(op);
   } else {
     fail(op, connection ? errc::peer_lost : errc::transport,
          who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
@@ -88,12 +92,13 @@ inline void engine::read_error() {
   complete(p, nullptr);
 }
 
-inline void engine::fail(operation* op, errc code, const std::string& why) {
+inline void engine::fail(operation* op, errc code, const std::string& why, int culprit) {
   if (op->state == status::failed) return;
   peer_failed_ = true;
   op->state = status::failed;
   op->code = code;
   op->failure = why;
+  op->culprit = culprit;
 }
 
 inline std::string engine::lost_message(const operation* op, int lost) const {

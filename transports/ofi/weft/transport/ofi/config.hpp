@@ -35,7 +35,7 @@ struct config {
       result.provider = *fallback;
     }
     if (const auto value = env::text("WEFT_OFI_NODE")) result.node = *value;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.connect_timeout = *value;
+    if (const auto value = env::timeout()) result.connect_timeout = *value;
     if (const auto value = env::flag("WEFT_OFI_QUIET")) result.log = !*value;
     if (const auto value = env::bytes("WEFT_OFI_MAX_MESSAGE", SIZE_MAX))
       result.max_message = static_cast<std::size_t>(*value);

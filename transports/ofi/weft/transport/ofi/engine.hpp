@@ -94,18 +94,18 @@ class engine : public weft::detail::retiring<engine> {
   bool finished(operation* op) {
     // The job heard that `lost` was lost (ofi/fabric.hpp's failure watch). When the others gave
     // up on this rank, what completed fails too: they count the call as failed.
-    const int lost = job_lost();
+    int lost = job_lost();
     if (lost == rank_ && (op->state == status::posted || op->state == status::done)) {
       op->state = status::posted;
-      fail(op, errc::peer_lost, lost_message(op, lost));
+      fail(op, errc::peer_lost, lost_message(op, lost), lost);
     }
     if (op->state == status::posted && peer_gone(op->peer)) {
       progress();
-      if (op->state == status::posted) fail(op, errc::peer_lost, gone_message(op));
+      if (op->state == status::posted) fail_gone(op);
     }
-    if (lost >= 0 && op->state == status::posted) fail(op, errc::peer_lost, lost_message(op, lost));
+    if (lost >= 0 && op->state == status::posted) fail(op, errc::peer_lost, lost_message(op, lost), lost);
     if (op->state == status::done) return true;
-    if (op->state == status::failed) throw error(op->code, op->failure);
+    if (op->state == status::failed) throw error(op->code, op->failure, op->culprit);
     return false;
   }
 
@@ -137,7 +137,8 @@ class engine : public weft::detail::retiring<engine> {
   void poll() {
     progress();
     if (const int lost = job_lost(); lost >= 0) {
-      throw error(errc::peer_lost, who() + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")");
+      throw error(errc::peer_lost, who() + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")",
+                  lost);
     }
   }
 
@@ -242,7 +243,7 @@ class engine : public weft::detail::retiring<engine> {
   // Completions and failures (ofi/completion.hpp).
   void complete(piece* p, const fi_cq_tagged_entry* entry);
   void read_error();
-  void fail(operation* op, errc code, const std::string& why);
+  void fail(operation* op, errc code, const std::string& why, int culprit = -1);
   [[noreturn]] void fail_call(const char* what, int code) const;
   void check(const char* what, int code) const {
     if (code != 0) fail_call(what, code);
@@ -251,6 +252,24 @@ class engine : public weft::detail::retiring<engine> {
   bool peer_gone(int peer) const { return watch_ && watch_->gone(peer); }
   // The rank the job's failure notice names, -1 while none.
   int job_lost() const { return failures_ ? failures_->lost() : -1; }
+  // op's peer process ended. It may have given up after another rank was lost, and closed: the
+  // job's notice then names the rank lost first (a rank that dies has one claimed in its name),
+  // waited for a moment when it has not come yet.
+  void fail_gone(operation* op) {
+    const int lost = job_lost() >= 0 ? job_lost() : await_job_notice();
+    if (lost < 0) {
+      fail(op, errc::peer_lost, gone_message(op), op->peer);
+    } else {
+      fail(op, errc::peer_lost, lost_message(op, lost), lost);
+    }
+  }
+  // The job's notice, waited for a moment (bounded): what a peer process that ended says next.
+  int await_job_notice() const {
+    if (!failures_ || !failures_->active()) return -1;
+    const auto until = deadline_clock::now() + std::chrono::milliseconds(500);
+    while (failures_->lost() < 0 && deadline_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return failures_->lost();
+  }
   std::string gone_message(const operation* op) const;
   std::string lost_message(const operation* op, int lost) const;
 

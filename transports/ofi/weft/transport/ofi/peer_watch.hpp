@@ -218,6 +218,7 @@ class peer_watch {
       for (std::size_t i = 1; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
         const auto& who = watched_[index[i - 1]].who;
+        if (!any_gone()) first_gone_ = who;  // the one whose lock a stuck call likely waits on
         gone_[static_cast<std::size_t>(who.rank)].store(true, std::memory_order_release);
         any_gone_.store(true, std::memory_order_release);
         if (on_exit_) on_exit_(who.rank, who.pid);
@@ -234,20 +235,21 @@ class peer_watch {
       if (stuck >= std::chrono::seconds(5) && !reported) {
         reported = true;
         std::fprintf(stderr,
-                     "weft: %s: a call into libfabric has not returned for %lld s since a peer "
-                     "process on this host ended; the provider waits on a lock the dead "
+                     "weft: %s: a call into libfabric has not returned for %lld s since the process "
+                     "of rank %d (pid %d) on this host ended; the provider waits on a lock the dead "
                      "process held and cannot be freed from outside\n",
                      who_.c_str(),
-                     static_cast<long long>(
-                         std::chrono::duration_cast<std::chrono::seconds>(stuck).count()));
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()),
+                     first_gone_.rank, static_cast<int>(first_gone_.pid));
       }
       if (stuck >= stuck_limit_) {
         std::fprintf(stderr,
                      "weft: %s: ending the process: a call into libfabric has been stuck for "
-                     "%lld s on a lock held by a peer process that died\n",
+                     "%lld s on a lock held by the process of rank %d (pid %d), which died: the job "
+                     "lost rank %d\n",
                      who_.c_str(),
-                     static_cast<long long>(
-                         std::chrono::duration_cast<std::chrono::seconds>(stuck).count()));
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()),
+                     first_gone_.rank, static_cast<int>(first_gone_.pid), first_gone_.rank);
         std::abort();
       }
     }
@@ -260,6 +262,7 @@ class peer_watch {
   std::string who_;
   std::chrono::milliseconds stuck_limit_;
   std::vector<entry> watched_;
+  peer first_gone_{};  // the first watched peer whose process ended (the watching thread's)
   int stop_ = -1;
   std::thread thread_;
 };

@@ -46,7 +46,7 @@ inline operation* engine::post(bool is_send, int peer, std::byte* data, std::siz
     return op;
   }
   if (peer_gone(peer)) {
-    fail(op, errc::peer_lost, gone_message(op));
+    fail_gone(op);
     return op;
   }
   op->memory = registrations_.acquire(data, size);
@@ -98,7 +98,7 @@ inline void engine::drain_backlog() {
     piece* p = backlog_.front();
     operation* op = p->owner;
     if (peer_gone(op->peer)) {  // its pieces still queued never reach the fabric
-      fail(op, errc::peer_lost, gone_message(op));
+      fail_gone(op);
       if (withdraw_queued(op)) {
         --in_flight_;
         if (op->orphan) release(op);
@@ -122,7 +122,7 @@ inline void engine::drain_backlog() {
       op->completed = op->pieces.size();  // nothing of it is left with the fabric
       --in_flight_;
       if (watch_ && watch_->ended(op->peer)) {  // the post failed because the peer died
-        fail(op, errc::peer_lost, gone_message(op));
+        fail_gone(op);
       } else {
         fail(op, errc::transport,
              who() + ": " + (op->is_send ? "fi_tsend to" : "fi_trecv from") + " rank " +

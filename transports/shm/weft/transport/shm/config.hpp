@@ -32,7 +32,7 @@ struct config {
   static config from_environment() {
     namespace env = weft::detail::env;
     config result;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.connect_timeout = *value;
+    if (const auto value = env::timeout()) result.connect_timeout = *value;
     if (const auto value = env::bytes("WEFT_SHM_SLOT_BYTES", std::size_t{64} << 20)) {
       if (*value < 64) env::refuse("WEFT_SHM_SLOT_BYTES", std::to_string(*value), "at least 64 bytes");
       result.slot_bytes = static_cast<std::size_t>(*value);

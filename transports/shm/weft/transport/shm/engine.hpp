@@ -64,6 +64,7 @@ struct operation {
   status state = status::idle;
   errc code = errc::transport;
   std::string failure;
+  int culprit = -1;  // a failure's lost rank (this transport's numbering), -1 when none
 };
 
 // A message that arrived before its receive was posted.
@@ -153,7 +154,9 @@ class engine : public weft::detail::retiring<engine> {
   void poll() {
     progress();
     const int lost = failures_ ? failures_->lost() : -1;
-    if (lost >= 0) throw error(errc::peer_lost, who() + ": rank " + name(lost) + " is lost (" + failures_->why() + ")");
+    if (lost >= 0) {
+      throw error(errc::peer_lost, who() + ": rank " + name(lost) + " is lost (" + failures_->why() + ")", job_rank(lost));
+    }
   }
 
   // The request is gone: a receive not yet matched and a send not yet begun are withdrawn; a
@@ -187,13 +190,18 @@ class engine : public weft::detail::retiring<engine> {
   void watch_peers();
   void sleep_until_rung(deadline_clock::time_point until, operation* op);
   bool finished(operation* op);
-  void fail(operation* op, errc code, std::string why);
+  // The rank to blame when `closer` closed its transport while this rank waited for it.
+  int root_of_close(int closer, int lost);
+  void fail(operation* op, errc code, std::string why, int culprit = -1);
+  // Why `root` counts as lost, for a message: its process ended, or the job's notice says so.
+  std::string lost_text(int root) const;
   void complete(operation* op);
   // Rank `rank` as the job numbers it (config::job_ranks).
-  std::string name(int rank) const {
+  int job_rank(int rank) const {
     const auto& job = settings_.job_ranks;
-    return std::to_string(job.empty() ? rank : job[static_cast<std::size_t>(rank)]);
+    return job.empty() ? rank : job[static_cast<std::size_t>(rank)];
   }
+  std::string name(int rank) const { return std::to_string(job_rank(rank)); }
   std::string who() const { return "rank " + name(rank_); }
   // Which of this transport's ranks is the job's rank 0, which serves the store; -1 when none.
   int serving_rank() const {
@@ -230,6 +238,7 @@ class engine : public weft::detail::retiring<engine> {
   weft::detail::owning_process owner_;
   std::chrono::microseconds spin_{0};  // settings_.spin, or less on a crowded host
   int readable_peers_ = 0;
+  int first_lost_ = -1;  // the first rank an operation here failed for as lost; told to peers at close
   bool closed_ = false;
 };
 

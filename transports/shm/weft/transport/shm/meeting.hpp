@@ -69,7 +69,8 @@ inline engine::engine(int rank, int size, bootstrap::store* meeting, const confi
 inline void engine::meet(bootstrap::store& meeting) {
   // Watched from the start: a rank killed while the others wait for it is a notice that ends
   // their wait (weft/bootstrap/failure_watch.hpp).
-  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_, serving_rank());
+  failures_ = std::make_unique<bootstrap::failure_watch>(meeting, settings_.prefix, rank_, serving_rank(),
+                                                         bootstrap::failure_watch::handler{}, job_rank(rank_));
   try {
     const auto deadline = deadline_clock::now() + settings_.connect_timeout;
     const std::string key = settings_.prefix + "/shm/";
@@ -181,8 +182,17 @@ inline void engine::close() {
     static_cast<void>(failures_.release());
     return;
   }
+  // What this rank had found lost, for the peers that see it close (a rank whose process
+  // ended, or the job's notice, when no operation of its own failed for it).
+  int lost = first_lost_;
+  for (int peer = 0; peer < size_ && lost < 0; ++peer) {
+    const auto& state = peers_[static_cast<std::size_t>(peer)];
+    if (peer != rank_ && state.ended && !state.closed) lost = peer;
+  }
+  if (lost < 0 && failures_ && failures_->lost() >= 0 && failures_->lost() != rank_) lost = failures_->lost();
   failures_.reset();  // an orderly end: its lifeline is withdrawn
   if (own_.base() != nullptr) {
+    control_of(own_.base())->closed_after_loss_of.store(static_cast<std::uint32_t>(lost + 1), std::memory_order_release);
     control_of(own_.base())->closed.store(1, std::memory_order_seq_cst);
     for (int peer = 0; peer < size_; ++peer) {  // a peer asleep waiting on this rank looks again
       auto& state = peers_[static_cast<std::size_t>(peer)];

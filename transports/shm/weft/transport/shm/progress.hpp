@@ -384,13 +384,25 @@ inline void engine::withdraw(operation* op) {
     if (message.claimed == op) message.claimed = nullptr;
 }
 
-inline void engine::fail(operation* op, errc code, std::string why) {
+inline void engine::fail(operation* op, errc code, std::string why, int culprit) {
   if (op->state != status::posted) return;
   withdraw(op);
   op->state = status::failed;
   op->code = code;
   op->failure = std::move(why);
+  op->culprit = culprit;
+  if (code == errc::peer_lost && culprit >= 0 && culprit != rank_ && first_lost_ < 0) first_lost_ = culprit;
   if (op->orphan) release(op);
+}
+
+inline std::string engine::lost_text(int root) const {
+  const auto& state = peers_[static_cast<std::size_t>(root)];
+  if (state.ended && !state.closed) {
+    return "rank " + name(root) + "'s process (pid " + std::to_string(state.link.pid) +
+           ") ended: it exited, crashed or was killed";
+  }
+  const int lost = failures_ ? failures_->lost() : -1;
+  return "rank " + name(root) + " is lost" + (lost == root ? " (" + failures_->why() + ")" : std::string());
 }
 
 // Asks the pidfds whether peer processes ended, and the peers' regions whether they closed.
@@ -429,23 +441,54 @@ inline bool engine::finished(operation* op) {
     fail(op, errc::peer_lost, direction(op) + ": the other ranks count this rank as lost (" + failures_->why() + ")");
   }
   if (op->state == status::posted) {
-    const auto& state = peers_[static_cast<std::size_t>(op->peer)];
+    auto& state = peers_[static_cast<std::size_t>(op->peer)];
     if (state.ended || state.closed) {
       progress();  // what it published before it went is still read
-      if (op->state == status::posted) {
+      // A process that closed in order before it ended gave up; it did not die.
+      if (!state.closed && state.region != nullptr &&
+          control_of(state.region)->closed.load(std::memory_order_acquire) != 0) {
+        state.closed = true;
+      }
+      if (op->state == status::posted && state.ended && !state.closed) {
         fail(op, errc::peer_lost,
-             direction(op) + (state.ended ? ": its process (pid " + std::to_string(state.link.pid) +
-                                                ") ended: it exited, crashed or was killed"
-                                          : ": rank " + name(op->peer) + " closed its transport"));
+             direction(op) + ": its process (pid " + std::to_string(state.link.pid) +
+                 ") ended: it exited, crashed or was killed",
+             op->peer);
+      } else if (op->state == status::posted) {
+        // A peer that closed in the middle of a call most likely gave up after a loss: name the
+        // rank lost first (the one it says it lost, one whose process ended, the job's notice).
+        const int root = root_of_close(op->peer, lost);
+        fail(op, errc::peer_lost,
+             direction(op) + (root == op->peer ? ": rank " + name(op->peer) + " closed its transport"
+                                               : ": " + lost_text(root) + " (rank " + name(op->peer) +
+                                                     " closed its transport after that)"),
+             root);
       }
     }
   }
   if (lost >= 0 && op->state == status::posted) {
-    fail(op, errc::peer_lost, direction(op) + ": rank " + name(lost) + " is lost (" + failures_->why() + ")");
+    fail(op, errc::peer_lost, direction(op) + ": rank " + name(lost) + " is lost (" + failures_->why() + ")", lost);
   }
   if (op->state == status::done) return true;
-  if (op->state == status::failed) throw error(op->code, op->failure);
+  if (op->state == status::failed) {
+    throw error(op->code, op->failure, op->culprit >= 0 ? job_rank(op->culprit) : -1);
+  }
   return false;
+}
+
+inline int engine::root_of_close(int closer, int lost) {
+  std::byte* region = peers_[static_cast<std::size_t>(closer)].region;
+  const auto said = region == nullptr ? 0 : control_of(region)->closed_after_loss_of.load(std::memory_order_acquire);
+  if (said > 0 && static_cast<int>(said) - 1 < size_ && static_cast<int>(said) - 1 != rank_) {
+    return static_cast<int>(said) - 1;
+  }
+  watch_peers();
+  for (int peer = 0; peer < size_; ++peer) {
+    const auto& state = peers_[static_cast<std::size_t>(peer)];
+    if (peer != rank_ && state.ended && !state.closed) return peer;
+  }
+  if (lost >= 0 && lost != rank_) return lost;
+  return closer;
 }
 
 inline void engine::cancel(operation* op) {

@@ -63,6 +63,9 @@ struct alignas(cache_line) control_block {
   std::atomic<std::uint32_t> doorbell;  // futex word: bumped by a change that finds the owner sleeping
   std::atomic<std::uint32_t> sleeping;  // the owner is about to sleep, or sleeps, on the doorbell
   std::atomic<std::uint32_t> closed;    // the owner closed its transport in order
+  // Set before `closed`: 1 + the rank the owner had found lost when it closed (0: none), so that
+  // a peer that sees it close names the rank the job lost, not the rank that gave up after it.
+  std::atomic<std::uint32_t> closed_after_loss_of;
   std::uint64_t self_address;           // where the owner maps its region (a peer's probe reads it)
 };
 

@@ -50,7 +50,7 @@ struct stream_config : ordered::settings {
   static stream_config from_environment() {
     namespace env = weft::detail::env;
     stream_config result;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) {
+    if (const auto value = env::timeout()) {
       result.connect_timeout = *value;
       result.stall_timeout = *value;
     }

@@ -66,7 +66,7 @@ struct config {
     namespace env = weft::detail::env;
     constexpr std::uint64_t largest_buffer = std::numeric_limits<int>::max();
     config result;
-    if (const auto value = env::milliseconds("WEFT_TIMEOUT_MS")) result.connect_timeout = *value;
+    if (const auto value = env::timeout()) result.connect_timeout = *value;
     if (const auto value = env::bytes("WEFT_TCP_UNEXPECTED_BYTES", SIZE_MAX))
       result.unexpected_limit = static_cast<std::size_t>(*value);
     if (const auto value = env::bytes("WEFT_TCP_EARLY_CACHE_BYTES", SIZE_MAX))

@@ -36,25 +36,29 @@ inline bool engine::finished(operation* op) {
     throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
                                      std::to_string(op->size) + direction + std::to_string(op->peer) +
                                      ": the other ranks count this rank as lost (" + given_up_reason_ +
-                                     "); it was stopped or slower than their timeout");
+                                     "); it was stopped or slower than their timeout",
+                rank_);
   }
   if (lost_rank_ >= 0) {
     throw error(errc::peer_lost,
                 "rank " + std::to_string(rank_) + " stopped " + verb + std::to_string(op->size) +
                     direction + std::to_string(op->peer) + ": rank " +
-                    std::to_string(lost_rank_) + " is lost (" + lost_reason_ + ")");
+                    std::to_string(lost_rank_) + " is lost (" + lost_reason_ + ")",
+                lost_rank_);
   }
   if (const int heard = failures_ ? failures_->lost() : -1;
       heard >= 0 && heard != rank_ && op->state != status::done) {  // the job's notice, through the store
     throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
                                      std::to_string(op->size) + direction + std::to_string(op->peer) +
-                                     ": rank " + std::to_string(heard) + " is lost (" + failures_->why() + ")");
+                                     ": rank " + std::to_string(heard) + " is lost (" + failures_->why() + ")",
+                heard);
   }
   if (op->state == status::failed) {
     throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " cannot finish " + verb +
                                      std::to_string(op->size) + direction +
                                      std::to_string(op->peer) + ": " +
-                                     peer_reason_[static_cast<std::size_t>(op->peer)]);
+                                     peer_reason_[static_cast<std::size_t>(op->peer)],
+                op->peer);
   }
   return false;
 }
@@ -66,7 +70,8 @@ inline void engine::progress() {
   io_.poll();
   if (!given_up_reason_.empty()) {
     throw error(errc::peer_lost, "rank " + std::to_string(rank_) + ": the other ranks count this rank as lost (" +
-                                     given_up_reason_ + "); it was stopped or slower than their timeout");
+                                     given_up_reason_ + "); it was stopped or slower than their timeout",
+                rank_);
   }
   int lost = lost_rank_;
   std::string why = lost_reason_;
@@ -74,7 +79,10 @@ inline void engine::progress() {
     lost = failures_->lost();
     why = failures_->why();
   }
-  if (lost >= 0) throw error(errc::peer_lost, "rank " + std::to_string(rank_) + ": rank " + std::to_string(lost) + " is lost (" + why + ")");
+  if (lost >= 0) {
+    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + ": rank " + std::to_string(lost) + " is lost (" + why + ")",
+                lost);
+  }
 }
 
 // Tells every connected rank that `culprit` failed (their waits then throw peer_lost naming
