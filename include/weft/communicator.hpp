@@ -285,17 +285,16 @@ class communicator {
   // Starts a collective call: refuses a second thread while one is inside a call (a
   // communicator serves one thread at a time: its sequence numbers, scratch and requests are
   // the call's), refuses if an earlier call failed, takes a new sequence number and opens the
-  // call's flight record.
-  [[nodiscard]] call_scope begin(collective kind, std::string_view algorithm);
+  // call's flight record (with `asked`, the call's arguments, where the facade has them).
+  [[nodiscard]] call_scope begin(collective kind, std::string_view algorithm,
+                                 const call_signature* asked = nullptr);
 
-  // The flight record of the call in progress: what was asked, once the facade knows (its
-  // failure is recorded, and written, where the call fails).
-  void record_call(const call_signature& asked) {
-    if (recorder_) recorder_->describe(asked);
-  }
+  // The call's failure, recorded and written (weft/recorder.hpp).
   void record_failure(const error& failure) { recorder_.failed(failure, step_, bytes_sent_); }
-  // This communicator's flight recorder (nullptr when WEFT_RECORDER=0).
+  // This communicator's flight recorder (nullptr when WEFT_RECORDER=0, or before its first call).
   const flight_recorder* recorder() const { return recorder_.get(); }
+  // Whether its calls are recorded (the facade then describes each call to begin()).
+  bool records_calls() const { return recorder_ ? true : settings_.recorder_calls > 0 && lane_ == nullptr; }
 
   report finish() const {
     return report{to_string(collective_), algorithm_, step_, bytes_sent_};

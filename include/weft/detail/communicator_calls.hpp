@@ -12,7 +12,8 @@
 namespace weft {
 
 template <transport T>
-typename communicator<T>::call_scope communicator<T>::begin(collective kind, std::string_view algorithm) {
+typename communicator<T>::call_scope communicator<T>::begin(collective kind, std::string_view algorithm,
+                                                            const call_signature* asked) {
   if (in_call_.exchange(true, std::memory_order_acquire)) {
     throw error(errc::invalid_argument,
                 describe_rank() + ": " + std::string(to_string(kind)) +
@@ -29,12 +30,7 @@ typename communicator<T>::call_scope communicator<T>::begin(collective kind, std
   if (!recorder_ && lane_ == nullptr && settings_.recorder_calls > 0) {
     recorder_ = detail::recorder_handle(settings_.recorder_calls, ranks_, rank_, context_);
   }
-  if (recorder_) {
-    call_signature asked;
-    asked.kind = kind;
-    call_signature::assign(asked.algorithm, algorithm);
-    recorder_->begin(asked);
-  }
+  if (recorder_) recorder_->begin(kind, algorithm, asked);
   collective_ = kind;
   algorithm_ = algorithm;
   step_ = 0;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -73,8 +74,9 @@ concept runs = Call::template supported<Algorithm, Comm> &&
 
 template <class Algorithm, class Comm, class Call>
 report run_with(Comm& comm, const Call& call) {
-  const auto scope = comm.begin(Call::kind, Algorithm::name);
-  if (comm.recorder() != nullptr) comm.record_call(call.signature(Algorithm::name));
+  std::optional<call_signature> asked;
+  if (comm.records_calls()) asked = call.signature(Algorithm::name);
+  const auto scope = comm.begin(Call::kind, Algorithm::name, asked ? &*asked : nullptr);
   try {
     if (comm.settings().check) call.check(comm, Algorithm::name);
     call.template run<Algorithm>(comm);
