@@ -14,6 +14,7 @@
 #pragma once
 
 #include "weft/bootstrap/store.hpp"
+#include "weft/detail/write_whole.hpp"
 #include "weft/error.hpp"
 
 #include <fcntl.h>
@@ -172,13 +173,7 @@ class file_store final : public store {
     auto temporary = final_path;
     temporary += ".tmp" + std::to_string(std::random_device{}());
     const int descriptor = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    bool written = descriptor >= 0;
-    for (std::size_t done = 0; written && done < value.size();) {
-      const auto wrote = ::write(descriptor, value.data() + done, value.size() - done);
-      if (wrote < 0 && errno == EINTR) continue;
-      written = wrote > 0;
-      if (written) done += static_cast<std::size_t>(wrote);
-    }
+    bool written = descriptor >= 0 && weft::detail::write_whole(descriptor, value);
     const int error_number = written ? 0 : errno;
     if (descriptor >= 0 && ::close(descriptor) != 0 && written) written = false;
     if (!written) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "weft/detail/env.hpp"
+#include "weft/detail/write_whole.hpp"
 #include "weft/recorder.hpp"
 
 #include <fcntl.h>
@@ -74,13 +75,7 @@ class recorder_registry {
     const std::string path = folder + "/rank-" + std::to_string(recorder.world_rank()) + ".jsonl";
     const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (file < 0) return;
-    const std::string text = recorder.json_lines(reason);
-    for (std::size_t done = 0; done < text.size();) {
-      const auto wrote = ::write(file, text.data() + done, text.size() - done);
-      if (wrote < 0 && errno == EINTR) continue;
-      if (wrote <= 0) break;
-      done += static_cast<std::size_t>(wrote);
-    }
+    static_cast<void>(write_whole(file, recorder.json_lines(reason)));
     ::close(file);
   }
 
