@@ -12,7 +12,7 @@
 // rank runs 20 allreduces; at the 11th, rank `victim`
 //   hang       stops itself (SIGSTOP), then sleeps: it never makes the call
 //   mismatch   calls reduce (root 0) where the others call allreduce
-//   kill       SIGKILLs itself
+//   kill       SIGKILLs itself (half a second after its 10th call)
 //   healthy    does what the others do: the job runs 200 calls, 20 ms apart, and must end well
 //              while the test sends every rank SIGUSR1
 #pragma once
@@ -75,6 +75,9 @@ int recorded_failure(Comm& comm, const std::string& mode, int victim) {
           std::raise(SIGSTOP);
           std::this_thread::sleep_for(std::chrono::seconds(60));
         } else if (mode == "kill") {
+          // After the others have read its part of call 10 (its death would reset connections
+          // whose data they had yet to read), so that every rank is lost from in call 11.
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
           std::raise(SIGKILL);
         } else if (mode == "mismatch") {
           std::vector<float> out(data.size());
