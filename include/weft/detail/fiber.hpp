@@ -31,6 +31,7 @@
 #endif
 
 #ifdef WEFT_FIBER_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef WEFT_FIBER_TSAN
@@ -97,7 +98,16 @@ class worker_fiber {
     boost::context::protected_fixedsize_stack inner;
     boost::context::stack_context* where;
     boost::context::stack_context allocate() { return *where = inner.allocate(); }
-    void deallocate(boost::context::stack_context& stack) noexcept { inner.deallocate(stack); }
+    void deallocate(boost::context::stack_context& stack) noexcept {
+#ifdef WEFT_FIBER_ASAN
+      // The frames a finished fiber leaves behind (Boost's entry frames, which end in a switch,
+      // not a return) keep their redzones poisoned, and AddressSanitizer clears no shadow at
+      // munmap or mmap: a shared-memory region later mapped at this address would read as a
+      // stack redzone. Clear it while the address is still the stack's.
+      __asan_unpoison_memory_region(static_cast<char*>(stack.sp) - stack.size, stack.size);
+#endif
+      inner.deallocate(stack);
+    }
   };
 
   // On the fiber, just after a switch onto it.
