@@ -39,6 +39,13 @@ constexpr std::string_view to_string(collective kind) noexcept {
   return names[static_cast<std::size_t>(kind)];
 }
 
+namespace detail {
+// The calls only some ranks of a communicator make (with a user tag), not the collectives.
+constexpr bool point_to_point(collective kind) noexcept {
+  return kind == collective::send || kind == collective::recv || kind == collective::sendrecv;
+}
+}  // namespace detail
+
 // What one collective call did on this rank.
 struct report {
   std::string_view collective;
@@ -84,5 +91,34 @@ struct call_signature {
            algorithm == other.algorithm;
   }
 };
+
+namespace detail {
+// Eight bits of what ranks must agree on in a call besides its kind (element size, root, count,
+// type, op, algorithm), carried in its messages' tags: calls that differ there almost never
+// match each other's messages (1 in 256 differences goes unseen this way; WEFT_CHECK=1 sees all).
+inline std::uint8_t digest(const call_signature& call) noexcept {
+  std::uint64_t h = 0x243f6a8885a308d3ull;
+  auto add = [&h](std::uint64_t word) {
+    h = (h ^ word) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  };
+  add((std::uint64_t{call.element_size} << 32) | static_cast<std::uint32_t>(call.root));
+  add(call.count);
+  auto add_text = [&](const char* text, std::size_t bytes) {  // (zero-filled past the text)
+    for (std::size_t at = 0; at < bytes; at += 8) {
+      std::uint64_t word;
+      std::memcpy(&word, text + at, 8);
+      add(word);
+    }
+  };
+  add_text(call.type.data(), call.type.size());
+  add_text(call.op.data(), call.op.size());
+  add_text(call.algorithm.data(), call.algorithm.size());
+  h ^= h >> 32;
+  h ^= h >> 16;
+  h ^= h >> 8;
+  return static_cast<std::uint8_t>(h);
+}
+}  // namespace detail
 
 }  // namespace weft

@@ -105,7 +105,7 @@ class communicator {
 
   // ---- what algorithms use -----------------------------------------------------------------
 
-  // Posts a send of `data` to group rank `peer`. `channel` (0..254) separates message streams
+  // Posts a send of `data` to group rank `peer`. `channel` (0..253) separates message streams
   // of one call that the two sides could post in different orders.
   pending send(int peer, detail::const_bytes data, int channel = 0) {
     return post_send(peer, data, call_tag(channel));
@@ -158,7 +158,10 @@ class communicator {
     result.peer_ = rank_;
     result.is_send_ = true;
     result.bytes_ = out.size();
-    result.request_.emplace(transport_->post_collective(collective_, in, out, combine, call_tag(0)));
+    // (without the digest: the transport meets every rank's part under one tag and compares
+    // their sizes itself, naming both)
+    const tag_t tag = call_tag(0) & ~(tag_t{0xff} << 19);
+    result.request_.emplace(transport_->post_collective(collective_, in, out, combine, tag));
     bytes_sent_ += in.size();
     return result;
   }
@@ -295,6 +298,12 @@ class communicator {
   const flight_recorder* recorder() const { return recorder_.get(); }
   // Whether its calls are recorded (the facade then describes each call to begin()).
   bool records_calls() const { return recorder_ ? true : settings_.recorder_calls > 0 && lane_ == nullptr; }
+
+  // The end of a call that succeeded here: fails with errc::mismatch if a message that arrived
+  // early shows that another rank's call differs (weft/detail/communicator_consistency.hpp).
+  void end_call() {
+    if (settings_.detect_mismatch) look_for_other_calls();
+  }
 
   report finish() const {
     return report{to_string(collective_), algorithm_, step_, bytes_sent_};
@@ -445,18 +454,35 @@ class communicator {
   }
 
   // A collective's tag: context (32 bits) | 0 (the user-tag bit) | the collective (4 bits) | the
-  // call's sequence number (19 bits) | channel (8 bits). The collective is in the tag so that
-  // ranks that call different collectives never match each other's messages, even of the same
-  // size: they time out naming the call rather than return another collective's data. The
-  // statement channel (check mode's and split's exchange) leaves the collective out, so that
-  // check mode can compare calls that differ in it.
+  // call's digest (8 bits) | its sequence number (11 bits) | channel (8 bits). The collective
+  // and the digest of the rest of the call (root, count, type, op, algorithm) are in the tag so
+  // that ranks whose calls differ never match each other's messages, even of the same size:
+  // they fail with errc::mismatch (weft/detail/communicator_consistency.hpp) rather than return
+  // another call's data. The statement channel (check mode's and split's exchange) leaves both
+  // out, so that check mode can compare calls that differ in them.
   static constexpr int statement_channel = 255;
+  // The zero-byte "this rank waits for you in this call" a slow receive sends its peer
+  // (communicator_consistency.hpp): where both sides only wait, it is what shows that they differ.
+  static constexpr int waiting_channel = 254;
   static_assert(static_cast<int>(collective::sendrecv) < 0xf, "the collective takes 4 bits of a tag");
   tag_t call_tag(int channel) const {
-    const tag_t kind = channel == statement_channel ? 0xf : static_cast<tag_t>(collective_);
-    return (tag_t{context_} << 32) | (kind << 27) | ((tag_t{sequence_} & 0x7ffffu) << 8) |
+    const bool statement = channel == statement_channel;
+    const tag_t kind = statement ? 0xf : static_cast<tag_t>(collective_);
+    const tag_t digest = statement ? 0 : digest_;
+    return (tag_t{context_} << 32) | (kind << 27) | (digest << 19) | ((tag_t{sequence_} & 0x7ffu) << 8) |
            static_cast<tag_t>(channel);
   }
+
+  // Messages that arrived early and belong to no call this rank makes now or later: a call of
+  // the same number that differs (another collective or digest), or an earlier call's that no
+  // receive here took. Fails the communicator with errc::mismatch naming the sender when it
+  // finds one (weft/detail/communicator_consistency.hpp).
+  void look_for_other_calls();
+  // Tells `peer` (once in a wait) that this rank waits for it in this call.
+  void say_waiting_for(int peer);
+  // Takes in a "waiting" message that shows nothing (one of this call, or of a call ended).
+  void take_waiting(int transport_peer, tag_t tag);
+  [[noreturn]] void fail_other_call(int peer, collective theirs, std::uint32_t their_number, bool earlier);
 
   std::uint32_t derive_context(std::uint32_t salt) {
     ++derived_;
@@ -566,9 +592,15 @@ class communicator {
     swap(issued_, other.issued_);
     swap(in_flight_, other.in_flight_);
     swap(recorder_, other.recorder_);
+    swap(asked_, other.asked_);
+    swap(digest_, other.digest_);
+    swap(waiting_said_, other.waiting_said_);
   }
 
   T* transport_ = nullptr;
+  const call_signature* asked_ = nullptr;  // the call in progress, as the facade described it
+  std::vector<std::optional<request_type>> waiting_said_;  // say_waiting_for's sends, until done
+  std::uint8_t digest_ = 0;                // the call's digest, in its tags (call_tag)
   options settings_;
   std::uint32_t context_ = 0;
   std::vector<int> ranks_;
@@ -599,5 +631,6 @@ class communicator {
 }  // namespace weft
 
 #include "weft/detail/communicator_calls.hpp"
+#include "weft/detail/communicator_consistency.hpp"
 #include "weft/detail/communicator_groups.hpp"
 #include "weft/detail/communicator_waits.hpp"

@@ -48,6 +48,23 @@ class error : public std::runtime_error {
 };
 
 namespace detail {
+// A job-wide notice of a mismatch (weft/detail/communicator_consistency.hpp) starts with
+// mismatch_notice and ends with mismatch_advice: a rank that hears it fails with
+// errc::mismatch, quoting it, however its transport words the notice.
+inline constexpr std::string_view mismatch_notice = "calls differ: ";
+inline constexpr std::string_view mismatch_advice =
+    "every rank must make the same collective calls in the same order with matching arguments "
+    "(WEFT_CHECK=1 compares every call in full)";
+
+// The notice quoted in `message`, or empty.
+inline std::string_view quoted_mismatch(std::string_view message) {
+  const auto start = message.find(mismatch_notice);
+  if (start == std::string_view::npos) return {};
+  const auto end = message.find(mismatch_advice, start);
+  return message.substr(start, end == std::string_view::npos ? std::string_view::npos
+                                                             : end + mismatch_advice.size() - start);
+}
+
 // A message of weft's without its "weft: <code>: " and the first clause after it (the rank), to be
 // quoted inside another rank's or call's message.
 inline std::string strip_prefix(const char* message) {

@@ -30,6 +30,11 @@ struct options {
   std::optional<std::size_t> handshake_bytes;
   // Before each collective, ranks compare what they were asked to do (errc::mismatch).
   bool check = false;
+  // Without check mode, calls that differ are still found from their messages: a digest of each
+  // call in its tags, and what arrived early read by slow waits and at each call's end
+  // (weft/detail/communicator_consistency.hpp). Off: such calls may wait out the timeout, or
+  // return each other's data where the messages happen to fit. The same on every rank.
+  bool detect_mismatch = true;
   // Calls in flight (weft/nonblocking.hpp) are moved forward by a thread of the communicator's
   // own, not only inside test() and wait(): for callers that compute without calling into weft
   // over transports that move data only when called (tcp, ofi, shm, inproc).
@@ -40,7 +45,8 @@ struct options {
   std::size_t recorder_calls = 64;
 
   // Defaults overridden by WEFT_TIMEOUT_MS, WEFT_CHUNK_BYTES, WEFT_REDUCE_CHUNK_BYTES,
-  // WEFT_HANDSHAKE_BYTES, WEFT_CHECK, WEFT_PROGRESS_THREAD, WEFT_FUSE_BYTES and WEFT_RECORDER
+  // WEFT_HANDSHAKE_BYTES, WEFT_CHECK, WEFT_DETECT_MISMATCH, WEFT_PROGRESS_THREAD, WEFT_FUSE_BYTES
+  // and WEFT_RECORDER
   // (docs/tuning.md);
   // a value that cannot be read, a timeout of 0 and a piece size under smallest_piece are refused.
   static options from_environment() {
@@ -55,6 +61,7 @@ struct options {
     if (const auto value = env::bytes("WEFT_HANDSHAKE_BYTES", SIZE_MAX))
       result.handshake_bytes = static_cast<std::size_t>(*value);
     if (const auto value = env::flag("WEFT_CHECK")) result.check = *value;
+    if (const auto value = env::flag("WEFT_DETECT_MISMATCH")) result.detect_mismatch = *value;
     if (const auto value = env::flag("WEFT_PROGRESS_THREAD")) result.progress_thread = *value;
     if (const auto value = env::bytes("WEFT_FUSE_BYTES", largest_piece))
       result.fuse_bytes = static_cast<std::size_t>(*value);

@@ -31,7 +31,9 @@ namespace weft {
 // One call as the recorder saw it.
 struct recorded_call {
   enum class outcome : std::uint8_t { running, done, failed };
-  std::uint64_t number = 0;        // the communicator's call number: 1 for its first call
+  std::uint64_t number = 0;        // the communicator's collective number: 1 for its first
+                                   // collective; a send, recv or sendrecv has the number of
+                                   // the collective before it (only the ranks in it make it)
   call_signature signature;        // what was asked (count, type and op for the collectives)
   std::int64_t started_us = 0;     // CLOCK_MONOTONIC in microseconds, to the kernel's tick
   std::int64_t ended_us = 0;       // 0 while running
@@ -56,12 +58,14 @@ class flight_recorder {
         size_(static_cast<int>(world_ranks_.size())),
         context_(context) {}
 
-  // A new call: `asked` when the facade knows the call's arguments, else its kind and algorithm.
-  void begin(collective kind, std::string_view algorithm, const call_signature* asked) {
+  // A new call numbered `number` (recorded_call::number): `asked` when the facade knows the
+  // call's arguments, else its kind and algorithm.
+  void begin(std::uint64_t number, collective kind, std::string_view algorithm, const call_signature* asked) {
     const std::int64_t started = now_us();
     std::lock_guard guard(lock_);
     recorded_call& entry = ring_[static_cast<std::size_t>(count_ % ring_.size())];
-    entry.number = ++count_;
+    ++count_;
+    entry.number = number;
     if (asked != nullptr) {
       entry.signature = *asked;
     } else {

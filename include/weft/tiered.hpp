@@ -220,6 +220,24 @@ class tiered {
     }
   }
 
+  // Messages that arrived before their receive on either tier, as world ranks
+  // (weft::early_message_transport), where both tiers can tell.
+  std::size_t early_messages(std::span<early_message> found)
+    requires early_message_transport<Network> && (!has_local || early_message_transport<Local>)
+  {
+    std::size_t count = network_.early_messages(found);
+    if constexpr (has_local) {
+      const std::size_t room = found.size() - std::min(count, found.size());
+      const std::size_t local = local_.early_messages(found.subspan(found.size() - room));
+      const auto here = layout_.ranks_on(layout_.host_of(rank()));
+      for (std::size_t i = found.size() - room; i < found.size() - room + std::min(local, room); ++i) {
+        found[i].peer = here[static_cast<std::size_t>(found[i].peer)];
+      }
+      count += local;
+    }
+    return count;
+  }
+
   // "2 hosts: 2 + 2 ranks; within a host shm, between hosts tcp".
   std::string describe() const {
     return layout_.describe() + "; within a host " +

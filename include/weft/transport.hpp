@@ -145,6 +145,24 @@ concept collective_transport =
       { t.runs_collectives() } -> std::same_as<bool>;
     };
 
+// A message that arrived at this rank and matched no posted receive yet.
+struct early_message {
+  int peer = -1;
+  tag_t tag = 0;
+};
+
+// weft::early_message_transport<T> — an optional refinement of transport:
+//   t.early_messages(found) writes the (peer, tag) of messages that have arrived at this rank
+//   and matched no receive yet into `found`, oldest first for each peer, and returns how many
+//   there are (more than found.size() when some did not fit). It moves nothing: it reports what
+//   earlier waits took in. The communicator reads it to tell a message of another call (a
+//   mismatch) from a peer that is only slow.
+template <class T>
+concept early_message_transport =
+    transport<T> && requires(T& t, std::span<early_message> found) {
+      { t.early_messages(found) } -> std::same_as<std::size_t>;
+    };
+
 namespace detail {
 // Throws errc::invalid_argument unless 0 <= peer < size; `what` is "send to" or "receive from".
 // Transports call it before posting, so a bad rank is refused before anything is sent.

@@ -4,6 +4,7 @@
 // too small for a message, early messages, a rank that closes; processes, killed ranks and
 // what is left in /dev/shm are in tests/multiprocess/multiprocess.py (scenario shm).
 #include "../collective_cases.hpp"
+#include "../consistency_cases.hpp"
 #include "../slice_in_flight.hpp"
 #include "../scoped_environment.hpp"
 #include "../meeting_place.hpp"
@@ -80,6 +81,21 @@ TEST_CASE("shm: conformance", "[shm]") {
     });
     INFO(sink.summary());
     CHECK(sink.empty());
+  }
+}
+
+TEST_CASE("shm: calls that differ on one rank fail with mismatch on every rank", "[shm]") {
+  constexpr int p = 4;
+  for (std::size_t which = 0; which < disagreements.size(); ++which) {
+    for (const int odd : differing_ranks(which, p)) {
+      INFO(disagreements[which] << ", rank " << odd << " differs");
+      failures sink;
+      const auto started = std::chrono::steady_clock::now();
+      run_world(p, small_slots(), sink, [&](shm_comm& comm) { disagreement_case(comm, sink, which, odd); });
+      INFO(sink.summary());
+      CHECK(sink.empty());
+      CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // multi-process runs (weft-run, mpirun, killed ranks, network namespaces) are in
 // tests/multiprocess/multiprocess.py.
 #include "../collective_cases.hpp"
+#include "../consistency_cases.hpp"
 #include "../slice_in_flight.hpp"
 #include "../scoped_environment.hpp"
 #include "../transport_conformance.hpp"
@@ -144,6 +145,22 @@ TEST_CASE("conformance: the tcp transport", "[tcp]") {
   transport_conformance_ranks(sink, [&](int rank) { return three.make(rank); });
   INFO(sink.summary());
   CHECK(sink.empty());
+}
+
+TEST_CASE("calls that differ on one rank fail with mismatch on every rank over tcp", "[tcp]") {
+  constexpr int p = 4;
+  for (std::size_t which = 0; which < disagreements.size(); ++which) {
+    for (const int odd : differing_ranks(which, p)) {
+      INFO(disagreements[which] << ", rank " << odd << " differs");
+      failures sink;
+      job world(p);
+      const auto started = std::chrono::steady_clock::now();
+      world.run(sink, [&](tcp_comm& comm) { disagreement_case(comm, sink, which, odd); });
+      INFO(sink.summary());
+      CHECK(sink.empty());
+      CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+    }
+  }
 }
 
 TEST_CASE("every collective and algorithm over tcp, 1 to 5 ranks", "[tcp]") {

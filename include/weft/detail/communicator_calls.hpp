@@ -24,15 +24,19 @@ typename communicator<T>::call_scope communicator<T>::begin(collective kind, std
   call_scope scope(*this);
   complete_calls_in_flight();
   refuse_if_broken(to_string(kind));
-  ++sequence_;
+  // Only collectives take a sequence number (their tags carry it): a send or recv is made by
+  // two ranks of the communicator, and numbering it would put them out of step with the rest.
+  if (!detail::point_to_point(kind)) ++sequence_;
   // Made at the first call, when the rank map and context are final (split sets them after
   // construction); a lane records into its parent's.
   if (!recorder_ && lane_ == nullptr && settings_.recorder_calls > 0) {
     recorder_ = detail::recorder_handle(settings_.recorder_calls, ranks_, rank_, context_);
   }
-  if (recorder_) recorder_->begin(kind, algorithm, asked);
+  if (recorder_) recorder_->begin(sequence_, kind, algorithm, asked);
   collective_ = kind;
   algorithm_ = algorithm;
+  asked_ = asked;
+  digest_ = asked != nullptr && settings_.detect_mismatch ? detail::digest(*asked) : 0;
   step_ = 0;
   bytes_sent_ = 0;
   return scope;
@@ -41,6 +45,7 @@ typename communicator<T>::call_scope communicator<T>::begin(collective kind, std
 template <transport T>
 communicator<T>::call_scope::~call_scope() {
   if (owner_ == nullptr) return;
+  owner_->asked_ = nullptr;
   if (owner_->recorder_) {
     owner_->recorder_->end(owner_->step_, owner_->bytes_sent_, std::uncaught_exceptions() > exceptions_);
   }

@@ -18,8 +18,30 @@ void communicator<T>::wait(pending& operation) {
   if (!operation.active()) return;
   if (recorder_) recorder_->waiting(step_, operation.peer_, operation.is_send_);
   const bool done = ask_transport(operation, [&](request_type& request) {
-    const auto deadline = deadline_clock::now() + settings_.timeout;
-    return lane_ == nullptr ? transport_->wait(request, deadline) : wait_in_lane(request, deadline);
+    const auto start = deadline_clock::now();
+    const auto deadline = start + settings_.timeout;
+    if (lane_ != nullptr) return wait_in_lane(request, deadline);
+    if constexpr (early_message_transport<T>) {
+      if (!settings_.detect_mismatch) return transport_->wait(request, deadline);
+      // A slow wait looks at what arrived early, after 1 ms and then at doubling intervals: a
+      // message of another call means the ranks' calls differ (communicator_consistency.hpp).
+      auto slice = std::chrono::milliseconds(1);
+      auto until = std::min(deadline, start + slice);
+      bool said = false;
+      while (!transport_->wait(request, until)) {
+        if (until >= deadline) return false;
+        look_for_other_calls();
+        if (!said && !operation.is_send_ && deadline_clock::now() - start >= std::chrono::milliseconds(50)) {
+          say_waiting_for(operation.peer_);
+          said = true;
+        }
+        slice = std::min(slice * 2, std::chrono::milliseconds(128));
+        until = std::min(deadline, deadline_clock::now() + slice);
+      }
+      return true;
+    } else {
+      return transport_->wait(request, deadline);
+    }
   });
   if (!done) {
     tell_others(operation.peer_, describe_rank() + " timed out waiting for " + describe_rank(operation.peer_) +
@@ -103,6 +125,15 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
   try {
     return ask(*operation.request_);
   } catch (const error& failure) {
+    // A notice that ranks' calls differ: a mismatch here too, whatever the transport called it.
+    if (const auto notice = detail::quoted_mismatch(failure.what()); !notice.empty() && failure.code() != errc::mismatch) {
+      // (passed on: a peer that sees this rank close before the notice reaches it reads it too)
+      tell_others_of(failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_), std::string(notice));
+      fail(errc::mismatch, describe_rank() + " heard: " + std::string(notice) + "; this rank's call #" +
+                               std::to_string(sequence_) + " is " +
+                               (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) +
+                               " (" + where() + ")");
+    }
     // The others hear of the rank the transport blames (the one lost first), else of the peer.
     const int culprit = failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_);
     tell_others_of(culprit, detail::strip_prefix(failure.what()) + " (" + where() + ")");

@@ -74,12 +74,13 @@ concept runs = Call::template supported<Algorithm, Comm> &&
 
 template <class Algorithm, class Comm, class Call>
 report run_with(Comm& comm, const Call& call) {
-  std::optional<call_signature> asked;
-  if (comm.records_calls()) asked = call.signature(Algorithm::name);
-  const auto scope = comm.begin(Call::kind, Algorithm::name, asked ? &*asked : nullptr);
+  // (the description's digest goes into the call's tags: weft/detail/communicator_consistency.hpp)
+  const call_signature asked = call.signature(Algorithm::name);
+  const auto scope = comm.begin(Call::kind, Algorithm::name, &asked);
   try {
     if (comm.settings().check) call.check(comm, Algorithm::name);
     call.template run<Algorithm>(comm);
+    comm.end_call();
   } catch (const error& failure) {
     // The call's buffers are still alive here; requests left in the communicator's pool would
     // otherwise outlive them (and the transport could go on writing into a freed buffer).

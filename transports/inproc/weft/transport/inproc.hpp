@@ -86,6 +86,10 @@ class operation_list {
     return node;
   }
   bool empty() const { return head_ == nullptr; }
+  template <class Visit>
+  void for_each(Visit&& visit) const {
+    for (operation* node = head_; node != nullptr; node = node->next) visit(*node);
+  }
   void erase(operation* node) {
     (node->prev ? node->prev->next : head_) = node->next;
     (node->next ? node->next->prev : tail_) = node->prev;
@@ -177,6 +181,22 @@ class basic_transport {
 
   request recv(int peer, std::span<std::byte> data, tag_t tag) {
     return post_receive(peer, data, tag, nullptr, nullptr);
+  }
+
+  // Called by the communicator when one of its waits fails: every rank's pending and later waits
+  // throw, naming `culprit` (the world's failure, as when a rank's function throws in run()).
+  void abort(int culprit, std::string_view reason) { world_->abort(culprit, std::string(reason)); }
+
+  // The sends posted to this rank that no receive has matched (weft::early_message_transport).
+  std::size_t early_messages(std::span<early_message> found) {
+    auto& box = own();
+    std::lock_guard lock(box.mutex);
+    std::size_t count = 0;
+    box.pending_sends.for_each([&](const detail::operation& sent) {
+      if (count < found.size()) found[count] = {sent.source, sent.tag};
+      ++count;
+    });
+    return count;
   }
 
   // The reducing receive (weft::reducing_transport): once the send has arrived, the receiving
@@ -372,6 +392,7 @@ class basic_transport {
 
 using transport = basic_transport<host_memory>;
 static_assert(weft::transport<transport>);
+static_assert(weft::early_message_transport<transport>);
 static_assert(weft::reducing_transport<transport>);
 
 // The shared state of `size` thread-ranks.
@@ -404,15 +425,17 @@ class world {
       std::lock_guard lock(failure_mutex_);
       if (failed_ >= 0) return;
       failure_ = reason;
+      told_the_culprit_.store(!weft::detail::quoted_mismatch(reason).empty(), std::memory_order_relaxed);
       failed_ = rank;
     }
     for (auto& state : ranks_) state->notify();
   }
 
-  // The failed rank other than `self`, or -1.
+  // The failed rank other than `self`, or -1; `self` too when the notice is of a mismatch (the
+  // culprit made another call, and must hear of it as the others do).
   int failed_rank(int self) const {
     const int failed = failed_.load(std::memory_order_acquire);
-    return failed == self ? -1 : failed;
+    return failed == self && !told_the_culprit_.load(std::memory_order_relaxed) ? -1 : failed;
   }
   std::string failure() const {
     std::lock_guard lock(failure_mutex_);
@@ -425,6 +448,7 @@ class world {
   host_layout hosts_;
   std::vector<std::unique_ptr<detail::rank_state>> ranks_;
   std::atomic<int> failed_{-1};
+  std::atomic<bool> told_the_culprit_{false};  // the failure is a mismatch: its culprit hears it too
   mutable std::mutex failure_mutex_;
   std::string failure_;
 };

@@ -65,6 +65,8 @@ class transport {
   // Moves this rank's sends and receives as far as they go without blocking; throws peer_lost
   // once the job has heard a rank is lost (what a second transport's waits call: weft::tiered).
   void progress() { engine_->poll(); }
+  // Messages that arrived before their receive (weft::early_message_transport).
+  std::size_t early_messages(std::span<early_message> found) const { return engine_->early_messages(found); }
 
   // Called by the communicator when one of its waits fails: every rank hears of it.
   void abort(int culprit, std::string_view reason) {
@@ -92,6 +94,7 @@ class transport {
 };
 
 static_assert(weft::transport<transport>);
+static_assert(weft::early_message_transport<transport>);
 static_assert(weft::reducing_transport<transport>);
 
 // A ready job from the launcher's environment over shared memory (weft/bootstrap/session.hpp):

@@ -95,6 +95,8 @@ class transport {
   // Moves every connection's sends and receives as far as they go without blocking; throws
   // peer_lost once this rank knows a rank is lost (what a second transport's waits call: weft::tiered).
   void progress() { engine_->progress(); }
+  // Messages that arrived before their receive (weft::early_message_transport).
+  std::size_t early_messages(std::span<early_message> found) const { return engine_->early_messages(found); }
 
   // Tells every rank that `culprit` failed: their pending and later waits throw peer_lost naming
   // it. The communicator calls it when one of its waits fails, so no rank waits out its timeout.
@@ -134,6 +136,7 @@ class transport {
 };
 
 static_assert(weft::transport<transport>);
+static_assert(weft::early_message_transport<transport>);
 
 // A ready job from the launcher's environment over TCP (weft/bootstrap/session.hpp).
 using session = basic_session<transport, config>;

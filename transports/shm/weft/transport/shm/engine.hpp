@@ -113,6 +113,19 @@ class engine : public weft::detail::retiring<engine> {
   int watched() const;
   // How many peers' memory this rank can read by process_vm_readv (or directly: same process).
   int readable_peers() const { return readable_peers_; }
+  // The messages that arrived before their receive and no receive has claimed
+  // (weft::early_message_transport).
+  std::size_t early_messages(std::span<weft::early_message> found) const {
+    std::size_t count = 0;
+    for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+      for (const auto& m : peers_[peer].early) {
+        if (m.claimed != nullptr) continue;
+        if (count < found.size()) found[count] = {static_cast<int>(peer), m.tag};
+        ++count;
+      }
+    }
+    return count;
+  }
 
   // Posts a send or a (reducing) receive (shm/progress.hpp).
   operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
@@ -167,6 +180,9 @@ class engine : public weft::detail::retiring<engine> {
   // The communicator gave up on `culprit`: every rank of the job hears it through the store.
   void report_lost(int culprit, std::string_view reason) {
     if (failures_) failures_->report(culprit, reason);
+    // (the peers that see this rank close before the notice reaches them read it in its region)
+    if (culprit >= 0 && culprit < size_ && culprit != rank_ && first_lost_ < 0) first_lost_ = culprit;
+    if (told_reason_.empty()) told_reason_ = std::string(reason);
   }
 
   void close();
@@ -195,6 +211,8 @@ class engine : public weft::detail::retiring<engine> {
   void fail(operation* op, errc code, std::string why, int culprit = -1);
   // Why `root` counts as lost, for a message: its process ended, or the job's notice says so.
   std::string lost_text(int root) const;
+  // What `closer` wrote in its region of why it gave up (empty: nothing, or it closed in order).
+  std::string close_reason_of(int closer) const;
   void complete(operation* op);
   // Rank `rank` as the job numbers it (config::job_ranks).
   int job_rank(int rank) const {
@@ -238,6 +256,7 @@ class engine : public weft::detail::retiring<engine> {
   weft::detail::owning_process owner_;
   std::chrono::microseconds spin_{0};  // settings_.spin, or less on a crowded host
   int readable_peers_ = 0;
+  std::string told_reason_;  // what this rank told the job when it reported first_lost_
   int first_lost_ = -1;  // the first rank an operation here failed for as lost; told to peers at close
   bool closed_ = false;
 };

@@ -185,14 +185,20 @@ inline void engine::close() {
   // What this rank had found lost, for the peers that see it close (a rank whose process
   // ended, or the job's notice, when no operation of its own failed for it).
   int lost = first_lost_;
+  std::string reason = told_reason_;
   for (int peer = 0; peer < size_ && lost < 0; ++peer) {
     const auto& state = peers_[static_cast<std::size_t>(peer)];
     if (peer != rank_ && state.ended && !state.closed) lost = peer;
   }
   if (lost < 0 && failures_ && failures_->lost() >= 0 && failures_->lost() != rank_) lost = failures_->lost();
+  if (reason.empty() && failures_ && failures_->lost() >= 0) reason = failures_->why();
   failures_.reset();  // an orderly end: its lifeline is withdrawn
   if (own_.base() != nullptr) {
-    control_of(own_.base())->closed_after_loss_of.store(static_cast<std::uint32_t>(lost + 1), std::memory_order_release);
+    control_block* mine = control_of(own_.base());
+    const std::size_t kept = std::min(reason.size(), sizeof(mine->close_reason) - 1);
+    std::memcpy(mine->close_reason, reason.data(), kept);
+    mine->close_reason[kept] = '\0';
+    mine->closed_after_loss_of.store(static_cast<std::uint32_t>(lost + 1), std::memory_order_release);
     control_of(own_.base())->closed.store(1, std::memory_order_seq_cst);
     for (int peer = 0; peer < size_; ++peer) {  // a peer asleep waiting on this rank looks again
       auto& state = peers_[static_cast<std::size_t>(peer)];

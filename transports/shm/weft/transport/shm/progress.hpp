@@ -458,11 +458,16 @@ inline bool engine::finished(operation* op) {
         // A peer that closed in the middle of a call most likely gave up after a loss: name the
         // rank lost first (the one it says it lost, one whose process ended, the job's notice).
         const int root = root_of_close(op->peer, lost);
-        fail(op, errc::peer_lost,
-             direction(op) + (root == op->peer ? ": rank " + name(op->peer) + " closed its transport"
-                                               : ": " + lost_text(root) + " (rank " + name(op->peer) +
-                                                     " closed its transport after that)"),
-             root);
+        std::string text = root == op->peer ? ": rank " + name(op->peer) + " closed its transport"
+                                            : ": " + lost_text(root) + " (rank " + name(op->peer) +
+                                                  " closed its transport after that)";
+        // Why it gave up, as it said in its region, where the job's notice has not said it here
+        // yet (a mismatch is then one here too).
+        if (lost != root || root == op->peer) {
+          const std::string said = close_reason_of(op->peer);
+          if (!said.empty()) text += ": it said: " + said;
+        }
+        fail(op, errc::peer_lost, direction(op) + text, root);
       }
     }
   }
@@ -474,6 +479,14 @@ inline bool engine::finished(operation* op) {
     throw error(op->code, op->failure, op->culprit >= 0 ? job_rank(op->culprit) : -1);
   }
   return false;
+}
+
+inline std::string engine::close_reason_of(int closer) const {
+  const std::byte* region = peers_[static_cast<std::size_t>(closer)].region;
+  if (region == nullptr) return {};
+  const control_block* block = control_of(const_cast<std::byte*>(region));
+  if (block->closed.load(std::memory_order_acquire) == 0) return {};
+  return std::string(block->close_reason, strnlen(block->close_reason, sizeof(block->close_reason)));
 }
 
 inline int engine::root_of_close(int closer, int lost) {

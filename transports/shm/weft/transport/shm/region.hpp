@@ -67,6 +67,10 @@ struct alignas(cache_line) control_block {
   // a peer that sees it close names the rank the job lost, not the rank that gave up after it.
   std::atomic<std::uint32_t> closed_after_loss_of;
   std::uint64_t self_address;           // where the owner maps its region (a peer's probe reads it)
+  // Set before `closed`: why the owner gave up (what it told the job, or heard from it), empty
+  // for an orderly end, NUL-terminated, so that a peer that sees it close before the job's
+  // notice reaches it can say.
+  char close_reason[448];
 };
 
 // What concerns the messages a region's owner lends one peer (see above). Lent messages are

@@ -189,6 +189,18 @@ class engine : public weft::detail::retiring<engine> {
 
   // Moves what can move without blocking; throws peer_lost once a rank is known lost (tcp/failure.hpp).
   void progress();
+  // The messages in the unexpected queues that no receive has claimed (early_message_transport).
+  std::size_t early_messages(std::span<weft::early_message> found) const {
+    std::size_t count = 0;
+    for (std::size_t peer = 0; peer < unexpected_.size(); ++peer) {
+      for (const auto& m : unexpected_[peer]) {
+        if (m->claimed != nullptr) continue;
+        if (count < found.size()) found[count] = {static_cast<int>(peer), m->tag};
+        ++count;
+      }
+    }
+    return count;
+  }
   // Tells every connected rank that `culprit` failed (tcp/failure.hpp).
   void abort(int culprit, std::string_view reason);
 

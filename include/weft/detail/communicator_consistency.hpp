@@ -1,0 +1,107 @@
+// weft/detail/communicator_consistency.hpp — how ranks whose calls differ fail with
+// errc::mismatch without check mode. Members of weft::communicator (weft/communicator.hpp),
+// defined here by concern; included at the end of communicator.hpp.
+//
+// Every message of a collective carries its call's kind, digest and number in its tag
+// (communicator::call_tag), so calls that differ never match each other's messages. What shows
+// the difference is a message that arrived early and belongs to no call this rank will make:
+//   - one of this call's number but another kind or digest: its sender made another call;
+//   - one of an earlier number that no receive here took: its sender's call sent where this
+//     rank's did not receive (a different root, or a call this rank skipped).
+// Where every rank that differs only waits to receive (a root that names another root, which
+// names it), no message of theirs shows it: a receive still waiting after 50 ms sends its peer a
+// zero-byte message on the waiting channel, in its call's tag, which the peer reads like any
+// other (and takes in when it shows nothing).
+// A rank looks at what arrived early while a wait is slow (after 1 ms, then at doubling
+// intervals) and at the end of each call, on transports that can show it
+// (weft::early_message_transport): inproc, tcp, shm and tiered. It then fails with
+// errc::mismatch naming the sender and both calls' kinds, and tells every rank: the notice's
+// text starts with detail::mismatch_notice, and a rank that hears it fails with mismatch too,
+// not peer_lost. A call that differs from the others' only where no message shows it (the
+// digest's 1 in 256) is caught by WEFT_CHECK=1, which compares every call in full.
+#pragma once
+
+#include "weft/communicator.hpp"
+
+#include <array>
+#include <string>
+
+namespace weft {
+
+template <transport T>
+void communicator<T>::look_for_other_calls() {
+  if constexpr (early_message_transport<T>) {
+    std::array<early_message, 32> found;
+    const std::size_t count = std::min(transport_->early_messages(found), found.size());
+    for (std::size_t i = 0; i < count; ++i) {
+      const tag_t tag = found[i].tag;
+      if ((tag >> 32) != context_ || (tag & (tag_t{1} << 31)) != 0) continue;  // another's, a user tag
+      const auto kind = static_cast<unsigned>((tag >> 27) & 0xf);
+      if (kind == 0xf) continue;  // a statement (check mode, split)
+      const auto digest = static_cast<std::uint8_t>((tag >> 19) & 0xff);
+      const auto number = static_cast<std::uint32_t>((tag >> 8) & 0x7ff);
+      const std::uint32_t behind = (sequence_ - number) & 0x7ffu;  // 1..1023: an earlier call's
+      const bool same_call = kind == static_cast<unsigned>(collective_) && digest == digest_;
+      const bool waiting = (tag & 0xff) == static_cast<tag_t>(waiting_channel);
+      if (waiting && ((behind == 0 && same_call) || (behind != 0 && behind < 0x400u))) {
+        take_waiting(found[i].peer, tag);  // a peer waited for this rank in this call or an ended one
+        continue;
+      }
+      if ((behind == 0 && !same_call) || (behind != 0 && behind < 0x400u)) {
+        const auto at = std::find(ranks_.begin(), ranks_.end(), found[i].peer);
+        if (at == ranks_.end()) continue;
+        // The sender's number for it: this rank's numbers, shifted by how far behind it is.
+        fail_other_call(static_cast<int>(at - ranks_.begin()), static_cast<collective>(kind),
+                        sequence_ - behind, behind != 0);
+      }
+    }
+  }
+}
+
+template <transport T>
+void communicator<T>::say_waiting_for(int peer) {
+  if constexpr (early_message_transport<T>) {
+    // Sends already taken in are let go; one not yet taken is kept (dropping it would cancel it).
+    std::erase_if(waiting_said_, [&](auto& sent) {
+      try {
+        return !sent || transport_->test(*sent);
+      } catch (const error&) {  // its peer is gone: the wait that sent it hears of that itself
+        return true;
+      }
+    });
+    if (waiting_said_.size() >= 64) return;  // peers that take nothing in: say no more
+    waiting_said_.emplace_back(transport_->send(transport_rank(peer), detail::const_bytes{}, call_tag(waiting_channel)));
+  }
+}
+
+template <transport T>
+void communicator<T>::take_waiting(int transport_peer, tag_t tag) {
+  auto taken = transport_->recv(transport_peer, detail::bytes{}, tag);
+  // (it has arrived: the receive completes at once; one that does not is dropped, and cancelled)
+  static_cast<void>(transport_->wait(taken, deadline_clock::now() + std::chrono::milliseconds(10)));
+}
+
+template <transport T>
+void communicator<T>::fail_other_call(int peer, collective theirs, std::uint32_t their_number, bool earlier) {
+  const std::string mine = asked_ != nullptr ? asked_->describe()
+                                             : std::string(to_string(collective_)) + " (algorithm " +
+                                                   std::string(algorithm_) + ")";
+  std::string what;
+  if (earlier) {
+    what = describe_rank(peer) + " sent a message in its " + std::string(to_string(theirs)) + " #" +
+           std::to_string(their_number) + " that no call of " + describe_rank() +
+           " received (its calls differ there: another root, or a call one of them skipped); " +
+           describe_rank() + " is now in " + mine + " #" + std::to_string(sequence_);
+  } else {
+    what = describe_rank(peer) + "'s call #" + std::to_string(sequence_) + " is " +
+           std::string(to_string(theirs)) +
+           (theirs == collective_ ? " with another root, count, type, op or algorithm" : "") + ", but " +
+           describe_rank() + "'s is " + mine;
+  }
+  const std::string message = std::string(detail::mismatch_notice) + what + "; " +
+                              std::string(detail::mismatch_advice);
+  tell_others(peer, message);
+  fail(errc::mismatch, describe_rank() + ": " + message);
+}
+
+}  // namespace weft

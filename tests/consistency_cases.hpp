@@ -1,0 +1,125 @@
+// Calls that differ on one rank, without check mode: each case makes every rank fail with
+// errc::mismatch (by the end of that call or at the next), and no later call succeeds. Shared by
+// the inproc, tcp and shm tests.
+#pragma once
+
+#include "support.hpp"
+
+#include <weft/weft.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace weft_test {
+
+inline constexpr std::array<const char*, 15> disagreements = {
+    "allreduce count",        "allreduce op",          "allreduce type",   "allreduce algorithm",
+    "broadcast root",         "broadcast, each rank its own root",        "reduce root",
+    "gather root",            "scatter root",          "allgather count",  "reduce_scatter count",
+    "alltoall count",         "allreduce against broadcast",              "a skipped broadcast",
+    "barrier against allreduce"};
+
+// The ranks that differ in turn in disagreement `which` on p ranks: the first and the last (in
+// the root cases, rank 0 names rank 1 as root, where both may only wait to receive, and the
+// last rank names itself).
+inline std::vector<int> differing_ranks(std::size_t which, int p) {
+  if (which == 5) return {0};  // every rank names itself
+  return {0, p - 1};
+}
+
+// Disagreement `which`: rank `odd` makes its call differently from the others.
+template <class Comm>
+void disagree(Comm& comm, std::size_t which, int odd) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  const bool me = r == odd;
+  const auto n = static_cast<std::size_t>(p);
+  std::vector<int> data(8, r + 1), all(8 * n, 0), more(9 * n, 0), all_out(8 * n), more_out(9 * n);
+  std::vector<float> floats(8, 1.0f);
+  const int other_root = odd == 0 ? 1 : odd;  // the root rank `odd` names instead of rank 0
+  switch (which) {
+    case 0: {
+      std::vector<int> mine(me ? 9 : 8, 1);
+      weft::allreduce(comm, std::span<int>(mine), weft::sum{});
+      break;
+    }
+    case 1:
+      if (me) weft::allreduce(comm, std::span<int>(data), weft::max{});
+      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      break;
+    case 2:
+      if (me) weft::allreduce(comm, std::span<float>(floats), weft::sum{});
+      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      break;
+    case 3:
+      if (me) weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+      else weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::recursive_doubling{});
+      break;
+    case 4: weft::broadcast(comm, std::span<int>(data), me ? other_root : 0); break;
+    case 5: weft::broadcast(comm, std::span<int>(data), r); break;
+    case 6: {
+      std::vector<int> out(8);
+      weft::reduce(comm, std::span<const int>(data), std::span<int>(out), weft::sum{}, me ? other_root : 0);
+      break;
+    }
+    case 7: weft::gather(comm, std::span<const int>(data), std::span<int>(all), me ? other_root : 0); break;
+    case 8: weft::scatter(comm, std::span<const int>(all), std::span<int>(data), me ? other_root : 0); break;
+    case 9:
+      if (me) weft::allgather(comm, std::span<const int>(more_out.data(), 9), std::span<int>(more));
+      else weft::allgather(comm, std::span<const int>(data), std::span<int>(all));
+      break;
+    case 10: {
+      std::vector<int> mine(me ? 9 : 8);
+      weft::reduce_scatter(comm, std::span<const int>(me ? more : all), std::span<int>(mine), weft::sum{});
+      break;
+    }
+    case 11:
+      if (me) weft::alltoall(comm, std::span<const int>(more), std::span<int>(more_out));
+      else weft::alltoall(comm, std::span<const int>(all), std::span<int>(all_out));
+      break;
+    case 12:
+      if (me) weft::broadcast(comm, std::span<int>(data), 0);
+      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      break;
+    case 13:
+      if (!me) weft::broadcast(comm, std::span<int>(data), 0);
+      weft::allreduce(comm, std::span<int>(data), weft::max{});
+      break;
+    case 14:
+      if (me) weft::barrier(comm);
+      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      break;
+    default: break;
+  }
+}
+
+// Runs disagreement `which`, then two allreduces, and records in `sink` whatever falls short:
+// every rank must fail with errc::mismatch, by the end of the differing call or of one of the
+// two after it (a rank whose calls agree with its peers' can finish the next call before the
+// message that shows the difference reaches the rank it was sent to), and a barrier after the
+// failure must be refused.
+template <class Comm>
+void disagreement_case(Comm& comm, failures& sink, std::size_t which, int odd) {
+  const std::string name = std::string(disagreements[which]) + ", rank " + std::to_string(comm.rank());
+  try {
+    disagree(comm, which, odd);
+    std::vector<int> after(4, 1);
+    weft::allreduce(comm, std::span<int>(after), weft::sum{});
+    weft::allreduce(comm, std::span<int>(after), weft::sum{});
+    sink.add(name + ": no call failed");
+    return;
+  } catch (const weft::error& failure) {
+    const std::string what = failure.what();
+    if (failure.code() != weft::errc::mismatch || what.find("calls differ") == std::string::npos) {
+      sink.add(name + ": " + what);
+    }
+  }
+  try {
+    weft::barrier(comm);
+    sink.add(name + ": a later barrier succeeded");
+  } catch (const weft::error&) {
+  }
+}
+
+}  // namespace weft_test
