@@ -160,7 +160,7 @@ class communicator {
     result.bytes_ = out.size();
     // (without the digest: the transport meets every rank's part under one tag and compares
     // their sizes itself, naming both)
-    const tag_t tag = call_tag(0) & ~(tag_t{0xff} << 19);
+    const tag_t tag = call_tag(0) & ~(digest_mask << digest_shift);
     result.request_.emplace(transport_->post_collective(collective_, in, out, combine, tag));
     bytes_sent_ += in.size();
     return result;
@@ -296,8 +296,6 @@ class communicator {
   void record_failure(const error& failure) { recorder_.failed(failure, step_, bytes_sent_); }
   // This communicator's flight recorder (nullptr when WEFT_RECORDER=0, or before its first call).
   const flight_recorder* recorder() const { return recorder_.get(); }
-  // Whether its calls are recorded (the facade then describes each call to begin()).
-  bool records_calls() const { return recorder_ ? true : settings_.recorder_calls > 0 && lane_ == nullptr; }
 
   // The end of a call that succeeded here: fails with errc::mismatch if a message that arrived
   // early shows that another rank's call differs (weft/detail/communicator_consistency.hpp).
@@ -465,12 +463,15 @@ class communicator {
   // (communicator_consistency.hpp): where both sides only wait, it is what shows that they differ.
   static constexpr int waiting_channel = 254;
   static_assert(static_cast<int>(collective::sendrecv) < 0xf, "the collective takes 4 bits of a tag");
+  // Where each field sits (call_tag builds them; look_for_other_calls reads them back).
+  static constexpr int kind_shift = 27, digest_shift = 19, number_shift = 8;
+  static constexpr tag_t kind_mask = 0xf, digest_mask = 0xff, number_mask = 0x7ff, channel_mask = 0xff;
   tag_t call_tag(int channel) const {
     const bool statement = channel == statement_channel;
-    const tag_t kind = statement ? 0xf : static_cast<tag_t>(collective_);
+    const tag_t kind = statement ? kind_mask : static_cast<tag_t>(collective_);
     const tag_t digest = statement ? 0 : digest_;
-    return (tag_t{context_} << 32) | (kind << 27) | (digest << 19) | ((tag_t{sequence_} & 0x7ffu) << 8) |
-           static_cast<tag_t>(channel);
+    return (tag_t{context_} << 32) | (kind << kind_shift) | (digest << digest_shift) |
+           ((tag_t{sequence_} & number_mask) << number_shift) | static_cast<tag_t>(channel);
   }
 
   // Messages that arrived early and belong to no call this rank makes now or later: a call of

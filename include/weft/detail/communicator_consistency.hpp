@@ -36,23 +36,25 @@ void communicator<T>::look_for_other_calls() {
     for (std::size_t i = 0; i < count; ++i) {
       const tag_t tag = found[i].tag;
       if ((tag >> 32) != context_ || (tag & (tag_t{1} << 31)) != 0) continue;  // another's, a user tag
-      const auto kind = static_cast<unsigned>((tag >> 27) & 0xf);
-      if (kind == 0xf) continue;  // a statement (check mode, split)
-      const auto digest = static_cast<std::uint8_t>((tag >> 19) & 0xff);
-      const auto number = static_cast<std::uint32_t>((tag >> 8) & 0x7ff);
-      const std::uint32_t behind = (sequence_ - number) & 0x7ffu;  // 1..1023: an earlier call's
+      const auto kind = static_cast<unsigned>((tag >> kind_shift) & kind_mask);
+      if (kind == kind_mask) continue;  // a statement (check mode, split)
+      const auto digest = static_cast<std::uint8_t>((tag >> digest_shift) & digest_mask);
+      const auto number = static_cast<std::uint32_t>((tag >> number_shift) & number_mask);
+      // 0: this call's; up to half the numbers' range: an earlier call's; beyond: a later one's
+      const auto behind = static_cast<std::uint32_t>((sequence_ - number) & number_mask);
+      const bool earlier = behind != 0 && behind <= number_mask / 2;
       const bool same_call = kind == static_cast<unsigned>(collective_) && digest == digest_;
-      const bool waiting = (tag & 0xff) == static_cast<tag_t>(waiting_channel);
-      if (waiting && ((behind == 0 && same_call) || (behind != 0 && behind < 0x400u))) {
+      const bool waiting = (tag & channel_mask) == static_cast<tag_t>(waiting_channel);
+      if (waiting && ((behind == 0 && same_call) || earlier)) {
         take_waiting(found[i].peer, tag);  // a peer waited for this rank in this call or an ended one
         continue;
       }
-      if ((behind == 0 && !same_call) || (behind != 0 && behind < 0x400u)) {
+      if ((behind == 0 && !same_call) || earlier) {
         const auto at = std::find(ranks_.begin(), ranks_.end(), found[i].peer);
         if (at == ranks_.end()) continue;
         // The sender's number for it: this rank's numbers, shifted by how far behind it is.
         fail_other_call(static_cast<int>(at - ranks_.begin()), static_cast<collective>(kind),
-                        sequence_ - behind, behind != 0);
+                        sequence_ - behind, earlier);
       }
     }
   }

@@ -125,17 +125,17 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
   try {
     return ask(*operation.request_);
   } catch (const error& failure) {
+    // The others hear of the rank the transport blames (the one lost first), else of the peer.
+    const int culprit = failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_);
     // A notice that ranks' calls differ: a mismatch here too, whatever the transport called it.
     if (const auto notice = detail::quoted_mismatch(failure.what()); !notice.empty() && failure.code() != errc::mismatch) {
       // (passed on: a peer that sees this rank close before the notice reaches it reads it too)
-      tell_others_of(failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_), std::string(notice));
+      tell_others_of(culprit, std::string(notice));
       fail(errc::mismatch, describe_rank() + " heard: " + std::string(notice) + "; this rank's call #" +
                                std::to_string(sequence_) + " is " +
                                (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) +
                                " (" + where() + ")");
     }
-    // The others hear of the rank the transport blames (the one lost first), else of the peer.
-    const int culprit = failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_);
     tell_others_of(culprit, detail::strip_prefix(failure.what()) + " (" + where() + ")");
     fail(failure.code(), detail::strip_prefix(failure.what()) + " (" + where() + ")", failure.culprit());
   }
