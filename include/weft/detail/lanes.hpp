@@ -346,11 +346,15 @@ class lanes final : public calls_in_flight {
   }
 
   // Records a failure (cancelling the calls issued after it) and retires the finished calls at
-  // the front, in order.
+  // the front, in order. Failures are taken in issue order too: a call that failed while one issued
+  // before it still runs waits for that one, so that when both fail (a lost peer fails every call
+  // waiting on it, in whatever order the passes see it) the earlier is the communicator's failure
+  // and the later says it was cancelled, on every rank alike.
   void after_pass() {
-    for (std::size_t i = 0; i < flight_.size(); ++i) {
+    for (std::size_t i = 0; i < flight_.size() && !failure_; ++i) {
       auto& running = flight_[i];
-      if (!running.runner->idle() || !running.runner->failure() || failure_) continue;
+      if (!running.runner->idle()) break;
+      if (!running.runner->failure()) continue;
       try {
         std::rethrow_exception(running.runner->failure());
       } catch (const error& failed) {
