@@ -1,6 +1,7 @@
 // Calls that differ on one rank, without check mode: each case makes every rank fail with
-// errc::mismatch (by the end of that call or at the next), and no later call succeeds. Shared by
-// the inproc, tcp and shm tests.
+// errc::mismatch (by the end of that call or at the next), and no later call succeeds. And a call
+// that throws on one rank (its user reduction): the others fail with its exception's text. Shared
+// by the inproc, tcp and shm tests.
 #pragma once
 
 #include "support.hpp"
@@ -8,6 +9,7 @@
 #include <weft/weft.hpp>
 
 #include <array>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -118,6 +120,60 @@ void disagreement_case(Comm& comm, failures& sink, std::size_t which, int odd) {
   try {
     weft::barrier(comm);
     sink.add(name + ": a later barrier succeeded");
+  } catch (const weft::error&) {
+  }
+}
+
+// A user reduction that throws where it is told to (on one rank).
+struct throwing_sum {
+  static constexpr bool commutative = true;
+  bool throws = false;
+  int operator()(int a, int b) const {
+    if (throws) throw std::runtime_error("throwing_sum refuses to add here");
+    return a + b;
+  }
+};
+
+// Rank `thrower`'s reduction throws inside an allreduce: that rank gets its own exception; every
+// other rank fails with peer_lost quoting the thrower's text and naming it (not "lost", "closed"
+// or "timed out": it is alive), in that call, or in the next where the call needed nothing more
+// from the thrower (a direct allreduce's others have all its data before it reduces); every rank
+// refuses the call after.
+template <class Comm, class Algorithm = weft::ring>
+void thrown_case(Comm& comm, failures& sink, int thrower, Algorithm algorithm = {}) {
+  const std::string name = "rank " + std::to_string(comm.rank());
+  const bool throws = comm.rank() == thrower;
+  std::vector<int> data(4096, 1);
+  const auto check = [&](const weft::error& failure) {
+    const std::string what = failure.what();
+    if (throws || failure.code() != weft::errc::peer_lost ||
+        what.find("a call threw on rank " + std::to_string(thrower) + ": ") == std::string::npos ||
+        what.find("throwing_sum refuses to add here") == std::string::npos ||
+        what.find(" is lost") != std::string::npos || what.find("closed its transport") != std::string::npos ||
+        what.find("timed out") != std::string::npos) {
+      sink.add(name + ": " + what);
+    }
+  };
+  bool failed = false;
+  try {
+    weft::allreduce(comm, std::span<int>(data), throwing_sum{throws}, algorithm);
+    if (throws) sink.add(name + ": the allreduce succeeded where the reduction threw");
+  } catch (const weft::error& failure) {
+    check(failure);
+    failed = true;
+  } catch (const std::runtime_error& failure) {
+    if (!throws) sink.add(name + " threw the thrower's exception: " + failure.what());
+    failed = true;
+  }
+  try {
+    weft::barrier(comm);
+    sink.add(name + ": a later barrier succeeded");
+  } catch (const weft::error& failure) {
+    if (!failed) check(failure);
+  }
+  try {
+    weft::barrier(comm);
+    sink.add(name + ": a second barrier succeeded");
   } catch (const weft::error&) {
   }
 }

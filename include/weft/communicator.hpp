@@ -303,6 +303,15 @@ class communicator {
     if (settings_.detect_mismatch) look_for_other_calls();
   }
 
+  // The call ended here by an exception that is not weft's (a user reduction threw, memory ran
+  // out): every rank hears it as this rank's own exception, with `what` (the others' calls fail
+  // with peer_lost quoting it, not at their timeouts), and this communicator refuses later calls.
+  void end_by_own_exception(std::string_view what);
+  // Calls this rank will not make that the others make (`what`: which, and why): every rank's
+  // calls fail with errc::mismatch saying so, and this communicator refuses later calls
+  // (weft/detail/communicator_consistency.hpp). A weft::group left by an exception says this.
+  void skip_calls(const std::string& what);
+
   report finish() const {
     return report{to_string(collective_), algorithm_, step_, bytes_sent_};
   }

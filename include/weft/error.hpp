@@ -56,13 +56,28 @@ inline constexpr std::string_view mismatch_advice =
     "every rank must make the same collective calls in the same order with matching arguments "
     "(WEFT_CHECK=1 compares every call in full)";
 
-// The notice quoted in `message`, or empty.
+// The notice from `start` to the end of `end` quoted in `message`, or empty.
+inline std::string_view quoted_notice(std::string_view message, std::string_view start, std::string_view end) {
+  const auto at = message.find(start);
+  if (at == std::string_view::npos) return {};
+  const auto last = message.find(end, at);
+  return message.substr(at, last == std::string_view::npos ? std::string_view::npos : last + end.size() - at);
+}
+
+// The mismatch notice quoted in `message`, or empty.
 inline std::string_view quoted_mismatch(std::string_view message) {
-  const auto start = message.find(mismatch_notice);
-  if (start == std::string_view::npos) return {};
-  const auto end = message.find(mismatch_advice, start);
-  return message.substr(start, end == std::string_view::npos ? std::string_view::npos
-                                                             : end + mismatch_advice.size() - start);
+  return quoted_notice(message, mismatch_notice, mismatch_advice);
+}
+
+// A job-wide notice that a rank's call ended by an exception of its own (a user reduction threw,
+// memory ran out): it starts with thrown_notice and ends with thrown_end, and carries the
+// exception's text. A rank that hears it fails with errc::peer_lost quoting it: the thrower is
+// alive, but its communicator is out of step with the others' for good.
+inline constexpr std::string_view thrown_notice = "a call threw on ";
+inline constexpr std::string_view thrown_end = " (that rank's own exception)";
+
+inline std::string_view quoted_thrown(std::string_view message) {
+  return quoted_notice(message, thrown_notice, thrown_end);
 }
 
 // A message of weft's without its "weft: <code>: " and the first clause after it (the rank), to be

@@ -99,6 +99,18 @@ TEST_CASE("shm: calls that differ on one rank fail with mismatch on every rank",
   }
 }
 
+TEST_CASE("shm: a user reduction that throws on one rank fails every rank's call with its text", "[shm]") {
+  for (const int thrower : {0, 3}) {
+    INFO("rank " << thrower << " throws");
+    failures sink;
+    const auto started = std::chrono::steady_clock::now();
+    run_world(4, small_slots(), sink, [&](shm_comm& comm) { thrown_case(comm, sink, thrower); });
+    INFO(sink.summary());
+    CHECK(sink.empty());
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+  }
+}
+
 TEST_CASE("shm: the collective slice as 3 calls in flight at once", "[shm][nonblocking]") {
   for (int p : {2, 4}) {
     failures sink;

@@ -163,6 +163,19 @@ TEST_CASE("calls that differ on one rank fail with mismatch on every rank over t
   }
 }
 
+TEST_CASE("a user reduction that throws on one rank fails every rank's call with its text over tcp", "[tcp]") {
+  for (const int thrower : {0, 3}) {
+    INFO("rank " << thrower << " throws");
+    failures sink;
+    job world(4);
+    const auto started = std::chrono::steady_clock::now();
+    world.run(sink, [&](tcp_comm& comm) { thrown_case(comm, sink, thrower); });
+    INFO(sink.summary());
+    CHECK(sink.empty());
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+  }
+}
+
 TEST_CASE("every collective and algorithm over tcp, 1 to 5 ranks", "[tcp]") {
   const int p = GENERATE(1, 2, 3, 4, 5);
   job world(p);

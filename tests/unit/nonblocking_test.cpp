@@ -15,6 +15,7 @@
 #include <deque>
 #include <latch>
 #include <numeric>
+#include <stdexcept>
 #include <thread>
 
 using namespace weft_test;
@@ -448,4 +449,58 @@ TEST_CASE("a group starts its calls in order when it ends and fuses only what it
         RANK_CHECK(small_c[0] == 2);
       },
       settings);
+}
+
+TEST_CASE("a group left by an exception on one rank fails the others' calls with mismatch at once",
+          "[nonblocking][group]") {
+  auto settings = test_options();
+  settings.timeout = std::chrono::seconds(30);  // what the others would wait without being told
+  for (const int leaver : {0, 2}) {
+    INFO("rank " << leaver << " leaves its group");
+    std::vector<std::string> messages(3);
+    const auto started = std::chrono::steady_clock::now();
+    weft::inproc::run(
+        3,
+        [&](comm_t& comm) {
+          std::string& message = messages[static_cast<std::size_t>(comm.rank())];
+          std::vector<int> a(10, 1), b(1000, 2);
+          std::vector<request_t> handles;
+          try {
+            weft::group together(comm);
+            handles.push_back(weft::iallreduce(comm, std::span<int>(a), weft::sum{}));
+            handles.push_back(weft::iallreduce(comm, std::span<int>(b), weft::sum{}));
+            if (comm.rank() == leaver) throw std::runtime_error("the caller gave up");
+          } catch (const std::runtime_error&) {
+          }
+          for (auto& handle : handles) {
+            try {
+              handle.wait();
+              message += "completed; ";
+            } catch (const weft::error& failure) {
+              message += std::string(failure.what()) + "; ";
+            }
+          }
+          try {
+            weft::barrier(comm);
+            message += "barrier completed";
+          } catch (const weft::error& failure) {
+            message += std::string("barrier: ") + failure.what();
+          }
+        },
+        settings);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+    for (int rank = 0; rank < 3; ++rank) {
+      const std::string& message = messages[static_cast<std::size_t>(rank)];
+      INFO("rank " << rank << ": " << message);
+      CHECK(message.find("completed") == std::string::npos);
+      CHECK(message.find("barrier: ") != std::string::npos);
+      if (rank == leaver) {
+        CHECK(message.find("was not started: its weft::group was left by an exception") != std::string::npos);
+      } else {
+        CHECK(message.find("weft: mismatch") == 0);
+        CHECK(message.find("rank " + std::to_string(leaver) + " left a weft::group by an exception") !=
+              std::string::npos);
+      }
+    }
+  }
 }

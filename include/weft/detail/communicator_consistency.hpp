@@ -106,4 +106,15 @@ void communicator<T>::fail_other_call(int peer, collective theirs, std::uint32_t
   fail(errc::mismatch, describe_rank() + ": " + message);
 }
 
+template <transport T>
+void communicator<T>::skip_calls(const std::string& what) {
+  if (broken_) return;
+  const std::string message = std::string(detail::mismatch_notice) + describe_rank() + " " + what + "; " +
+                              std::string(detail::mismatch_advice);
+  tell_others_of(transport_rank(rank_), message);
+  broken_ = true;
+  broken_code_ = errc::mismatch;
+  broken_message_ = message;
+}
+
 }  // namespace weft

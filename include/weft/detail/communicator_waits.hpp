@@ -97,6 +97,20 @@ void communicator<T>::tell_others_of(int culprit, const std::string& reason) {
 }
 
 template <transport T>
+void communicator<T>::end_by_own_exception(std::string_view what) {
+  if (broken_) return;  // it failed, and said why, already
+  const std::string call = (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) + " #" +
+                           std::to_string(sequence_) + " in step " + std::to_string(step_);
+  const std::string notice = std::string(detail::thrown_notice) + describe_rank() + ": its " + call + " threw: " +
+                             std::string(what) + std::string(detail::thrown_end);
+  tell_others_of(transport_rank(rank_), notice);
+  broken_ = true;
+  broken_code_ = errc::peer_lost;
+  broken_message_ = describe_rank() + "'s " + call + " threw: " + std::string(what);
+  record_failure(error(errc::peer_lost, broken_message_, transport_rank(rank_)));
+}
+
+template <transport T>
 bool communicator<T>::wait_in_lane(typename communicator<T>::request_type& request, deadline_clock::time_point deadline) {
   for (bool advanced = true;; advanced = false) {
     // A wait whose deadline has come polls once, along the transport's fastest path (TCP reads
@@ -135,6 +149,11 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
                                std::to_string(sequence_) + " is " +
                                (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) +
                                " (" + where() + ")");
+    }
+    // A rank whose call threw: its own exception, whatever the transport called it.
+    if (const auto notice = detail::quoted_thrown(failure.what()); !notice.empty()) {
+      tell_others_of(culprit, std::string(notice));
+      fail(errc::peer_lost, describe_rank() + " heard: " + std::string(notice) + " (" + where() + ")", culprit);
     }
     tell_others_of(culprit, detail::strip_prefix(failure.what()) + " (" + where() + ")");
     fail(failure.code(), detail::strip_prefix(failure.what()) + " (" + where() + ")", failure.culprit());

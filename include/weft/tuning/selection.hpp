@@ -12,6 +12,7 @@
 
 #include "weft/communicator.hpp"
 #include "weft/detail/env.hpp"
+#include "weft/detail/in_flight.hpp"
 #include "weft/detail/lists.hpp"
 #include "weft/error.hpp"
 #include "weft/tuning/cost_model.hpp"
@@ -87,8 +88,16 @@ report run_with(Comm& comm, const Call& call) {
     comm.cancel_requests();
     comm.record_failure(failure);  // a mismatch found by check mode is written too
     throw;
+  } catch (const detail::call_cancelled&) {  // an earlier call in flight failed: it says why
+    comm.cancel_requests();
+    throw;
+  } catch (const std::exception& thrown) {  // not weft's: the user's reduction, memory
+    comm.cancel_requests();
+    comm.end_by_own_exception(thrown.what());
+    throw;
   } catch (...) {
     comm.cancel_requests();
+    comm.end_by_own_exception("an exception that is not a std::exception");
     throw;
   }
   return comm.finish();

@@ -89,9 +89,10 @@ inline void engine::progress() {
 // it), and fails this rank's own pending requests the same way. The notices are written before
 // this returns (for up to notice_time): one may wait behind the tail of a data frame a peer is
 // still reading, and the caller is about to throw and may not enter this transport again until
-// it is destroyed — meanwhile that peer would wait for the data out to its timeout.
+// it is destroyed — meanwhile that peer would wait for the data out to its timeout. `culprit` is
+// this rank itself when its own call failed (a user reduction threw).
 inline void engine::abort(int culprit, std::string_view reason) {
-  if (culprit < 0 || culprit >= size_ || culprit == rank_) return;
+  if (culprit < 0 || culprit >= size_) return;
   if (lost_rank_ < 0) {
     lost_rank_ = culprit;
     lost_reason_ = std::string(reason);

@@ -50,6 +50,9 @@ inline void engine::close() {
     return;
   }
   failures_.reset();  // an orderly end: its lifeline is withdrawn
+  // After a loss, the job's notice again before the goodbye: a peer may read this goodbye before
+  // the notice from the rank that sent it first, and must still learn why this rank left.
+  if (lost_rank_ >= 0) broadcast_abort();
   for (auto& owned : connections_) {
     if (owned && owned->open) queue_control(*owned, frame::goodbye, {});
   }
