@@ -80,6 +80,17 @@ inline std::string_view quoted_thrown(std::string_view message) {
   return quoted_notice(message, thrown_notice, thrown_end);
 }
 
+// A start-up notice that ranks were given different world sizes (a transport's meeting finds it):
+// every rank fails with errc::mismatch quoting it.
+inline constexpr std::string_view sizes_notice = "world sizes differ: ";
+inline constexpr std::string_view sizes_advice =
+    "every rank must be given the same world size (WEFT_SIZE, the launcher's task count, "
+    "torch.distributed's world_size)";
+
+inline std::string_view quoted_sizes(std::string_view message) {
+  return quoted_notice(message, sizes_notice, sizes_advice);
+}
+
 // A message of weft's without its "weft: <code>: " and the first clause after it (the rank), to be
 // quoted inside another rank's or call's message.
 inline std::string strip_prefix(const char* message) {

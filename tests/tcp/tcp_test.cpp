@@ -774,6 +774,43 @@ TEST_CASE("start-up times out naming the rank that never came", "[tcp]") {
   }
 }
 
+TEST_CASE("ranks started for different world sizes all fail with mismatch naming both sizes", "[tcp]") {
+  // Rank 0 is told the world has 2 ranks, ranks 1 and 2 that it has 3 (or the other way round):
+  // every rank fails at start-up with mismatch, quickly, saying so (not a reset connection, and
+  // not only in rank 0's log).
+  for (const int rank0_size : {2, 3}) {
+    const int others_size = rank0_size == 2 ? 3 : 2;
+    INFO("rank 0 for " << rank0_size << " ranks, the others for " << others_size);
+    weft::bootstrap::tcp_store_server server("127.0.0.1", 0, secret);
+    std::vector<std::string> messages(static_cast<std::size_t>(others_size));
+    std::vector<std::thread> threads;
+    const auto started = std::chrono::steady_clock::now();
+    for (int rank = 0; rank < others_size; ++rank) {
+      threads.emplace_back([&, rank] {
+        const auto settings = test_config(10s);
+        try {
+          weft::bootstrap::tcp_store meeting("127.0.0.1", server.port(), secret,
+                                             weft::deadline_clock::now() + settings.connect_timeout);
+          weft::tcp::transport transport(rank, rank == 0 ? rank0_size : others_size, &meeting, settings);
+          messages[static_cast<std::size_t>(rank)] = "started";
+        } catch (const weft::error& failure) {
+          messages[static_cast<std::size_t>(rank)] = failure.what();
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(std::chrono::steady_clock::now() - started < 5s);
+    for (int rank = 0; rank < others_size; ++rank) {
+      const std::string& message = messages[static_cast<std::size_t>(rank)];
+      INFO("rank " << rank << ": " << message);
+      CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
+      CHECK_THAT(message, Catch::Contains("world sizes differ: rank ") &&
+                              Catch::Contains("for a world of " + std::to_string(others_size) + " ranks, rank 0 for one of " +
+                                              std::to_string(rank0_size)));
+    }
+  }
+}
+
 TEST_CASE("fuzzed connections are dropped while the job's traffic goes on", "[tcp][fuzz]") {
   job world(2);
   failures sink;

@@ -117,6 +117,9 @@ class failure_watch {
   void rethrow_if_lost(const std::string& who) const {
     const int rank = lost();
     if (rank < 0) return;
+    if (const auto sizes = weft::detail::quoted_sizes(why_); !sizes.empty()) {  // no rank is lost: none can start
+      throw error(errc::mismatch, who + " could not start: " + std::string(sizes), rank);
+    }
     if (rank == rank_) {
       throw error(errc::peer_lost, who + " could not start: the other ranks count it as lost (" + why_ + ")");
     }
@@ -127,9 +130,11 @@ class failure_watch {
   // Called with the `failure` that ended the start-up, before rethrow_if_lost. When that is the
   // store's connection ending (peer_lost: rank 0 went, likely because it heard of a lost rank
   // and failed), the watch's own connection to the store carries the notice that came first, or
-  // ends too: wait for it (bounded), so that this rank names the rank the job lost first.
+  // ends too: wait for it (bounded), so that this rank names the rank the job lost first. The
+  // same when a peer refused or dropped this rank's connection (transport): that peer may have
+  // failed for a reason the job's notice carries (world sizes that differ).
   void await_notice(const error& failure) const {
-    if (failure.code() != errc::peer_lost) return;
+    if (failure.code() != errc::peer_lost && failure.code() != errc::transport) return;
     const auto deadline = deadline_clock::now() + report_time;
     while (active() && lost() < 0 && deadline_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

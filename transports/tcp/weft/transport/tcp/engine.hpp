@@ -230,6 +230,8 @@ class engine : public weft::detail::retiring<engine> {
   void adopt(int peer, connection* raw);
   void accept();
   void greet(std::shared_ptr<tcp::socket> socket);
+  void refuse(std::shared_ptr<tcp::socket> socket, const std::string& why);
+  void read_refusal(tcp::socket& socket, int peer);
   std::string who() const;
 
   // The host (tcp/host.hpp): its address, socket options, congestion control, its CPUs and
@@ -314,6 +316,9 @@ class engine : public weft::detail::retiring<engine> {
   int connected_ = 0;
   int greetings_ = 0;
   std::optional<std::string> setup_failure_;
+  errc setup_code_ = errc::transport;  // errc::mismatch: the ranks' world sizes differ
+  bool started_ = false;               // met every peer: a hello now is a stranger's
+  std::size_t connects_ended_ = 0;     // connections to lower ranks made, failed or refused
   std::vector<std::deque<operation*>> posted_;                    // posted receives, by peer
   std::vector<std::deque<std::unique_ptr<message>>> unexpected_;  // early messages, by peer
   std::size_t unexpected_bytes_ = 0;

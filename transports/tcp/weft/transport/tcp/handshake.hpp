@@ -93,6 +93,7 @@ inline void engine::start_up(bootstrap::store& meeting) {
     throw;
   }
   failures_->started();
+  started_ = true;
 }
 
 inline void engine::meet(bootstrap::store& meeting) {
@@ -102,11 +103,27 @@ inline void engine::meet(bootstrap::store& meeting) {
   // The CPUs this rank may run on, before the address: a peer that has the address can read
   // them (adapt_to_crowding).
   meeting.set(cpus_key_of(rank_), describe_cpus(own_cpus()));
-  meeting.set(key_of(rank_), address_);
+  // "<world size> <address>": a rank started for another world size is found by every rank
+  // that reads it, not only by the one it connects to (a store without a failure watch, as
+  // torch.distributed's, carries no notice).
+  meeting.set(key_of(rank_), std::to_string(size_) + " " + address_);
   // Accept the higher ranks while connecting to the lower ones.
   accept();
   for (int peer = 0; peer < rank_; ++peer) {
-    const auto where = meeting.get(key_of(peer), deadline);
+    auto where = meeting.get(key_of(peer), deadline);
+    if (where) {
+      const auto space = std::min(where->find(' '), where->size());
+      const std::string their_size = where->substr(0, space);
+      where = where->substr(std::min(space + 1, where->size()));
+      if (their_size != std::to_string(size_) && setup_code_ != errc::mismatch) {
+        // (it still gets this rank's hello: a lower rank learns of it from the refusal it sends)
+        setup_failure_ = "rank " + std::to_string(rank_) + " could not start: " + std::string(weft::detail::sizes_notice) +
+                         "rank " + std::to_string(rank_) + " was started for a world of " + std::to_string(size_) +
+                         " ranks, rank " + std::to_string(peer) + " for one of " + their_size + "; " +
+                         std::string(weft::detail::sizes_advice);
+        setup_code_ = errc::mismatch;
+      }
+    }
     if (!where) {
       throw error(errc::timeout,
                   "rank " + std::to_string(rank_) + " timed out after " +
@@ -124,8 +141,16 @@ inline void engine::meet(bootstrap::store& meeting) {
          deadline_clock::now() < deadline) {
     io_.run_one_until(std::min(deadline, deadline_clock::now() + std::chrono::milliseconds(100)));
   }
+  if (setup_code_ == errc::mismatch) {
+    // This rank's hellos still go out, so that the lower ranks hear of it from the refusals they
+    // send (rank 0 reads no other rank's size).
+    const auto until = std::min(deadline, deadline_clock::now() + std::chrono::seconds(2));
+    while (connects_ended_ < static_cast<std::size_t>(rank_) && deadline_clock::now() < until) {
+      io_.run_one_until(until);
+    }
+  }
   failures_->rethrow_if_lost(who());
-  if (setup_failure_) throw error(errc::transport, *setup_failure_);
+  if (setup_failure_) throw error(setup_code_, *setup_failure_);
   if (connected_ < size_ - 1) {
     std::string missing;
     for (int peer = 0; peer < size_; ++peer) {
@@ -215,6 +240,7 @@ inline void engine::connect(int peer, const std::string& where) {
   auto greeting = std::make_shared<std::vector<std::byte>>(hello());
   auto reply = std::make_shared<std::array<std::byte, ack_bytes>>();
   auto fail = [this, peer, where](const std::string& what) {
+    ++connects_ended_;
     if (!setup_failure_) {
       setup_failure_ = "rank " + std::to_string(rank_) + " could not connect to rank " +
                        std::to_string(peer) + " at " + where + ": " + what;
@@ -241,6 +267,10 @@ inline void engine::connect(int peer, const std::string& where) {
                                       ? "it closed the connection (is WEFT_SECRET the same on "
                                         "every rank?)"
                                       : answered.message());
+                    }
+                    if (std::memcmp(reply->data(), hello_magic, 8) == 0 &&
+                        get32(reply->data() + 12) == refusal) {
+                      return read_refusal(raw->socket, peer);
                     }
                     if (std::memcmp(reply->data(), hello_magic, 8) != 0 ||
                         get32(reply->data() + 8) != protocol_version ||
@@ -280,6 +310,7 @@ inline void engine::adopt(int peer, connection* raw) {
   pending_connects_.erase(found);
   raw->open = true;
   ++connected_;
+  ++connects_ended_;
 }
 
 // Accepts connections for the life of the transport; only the expected hellos get through.
@@ -337,16 +368,17 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
                         ", this rank speaks " + std::to_string(protocol_version));
         }
         const std::uint32_t peer = get32(in + 12);
-        if (get32(in + 16) != static_cast<std::uint32_t>(size_)) {
-          return reject("it belongs to a world of " + std::to_string(get32(in + 16)) +
-                        " ranks, not " + std::to_string(size_));
+        const std::uint32_t their_size = get32(in + 16);
+        if (their_size != static_cast<std::uint32_t>(size_) && (started_ || peer <= static_cast<std::uint32_t>(rank_))) {
+          return reject("it belongs to a world of " + std::to_string(their_size) + " ranks, not " +
+                        std::to_string(size_));
         }
-        if (peer <= static_cast<std::uint32_t>(rank_) ||
-            peer >= static_cast<std::uint32_t>(size_)) {
+        if (their_size == static_cast<std::uint32_t>(size_) &&
+            (peer <= static_cast<std::uint32_t>(rank_) || peer >= static_cast<std::uint32_t>(size_))) {
           return reject("rank " + std::to_string(peer) + " does not connect to rank " +
                         std::to_string(rank_));
         }
-        if (connections_[peer])
+        if (peer < static_cast<std::uint32_t>(size_) && connections_[peer])
           return reject("rank " + std::to_string(peer) + " is already connected");
         const std::uint32_t secret_bytes = get32(in + 20);
         if (secret_bytes > bootstrap::store_detail::max_secret_bytes)
@@ -362,6 +394,22 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
                                              state->secret.size());
               if (!bootstrap::store_detail::same_secret(offered, settings_.secret)) {
                 return reject("wrong secret");
+              }
+              if (get32(state->fixed.data() + 16) != static_cast<std::uint32_t>(size_)) {
+                // A rank of this job (it knows the secret), started for another world size:
+                // the job cannot start. Every rank hears why, that one first.
+                const std::string why = std::string(weft::detail::sizes_notice) + "rank " + std::to_string(peer) +
+                                        " was started for a world of " +
+                                        std::to_string(get32(state->fixed.data() + 16)) + " ranks, rank " +
+                                        std::to_string(rank_) + " for one of " + std::to_string(size_) + "; " +
+                                        std::string(weft::detail::sizes_advice);
+                refuse(socket, why);
+                failures_->report(static_cast<int>(peer), why);
+                if (!setup_failure_ || setup_code_ != errc::mismatch) {
+                  setup_failure_ = "rank " + std::to_string(rank_) + " could not start: " + why;
+                  setup_code_ = errc::mismatch;
+                }
+                return reject("its world size differs");
               }
               if (connections_[peer])
                 return reject("rank " + std::to_string(peer) + " is already connected");
@@ -385,6 +433,35 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
               if (answered) lose(*raw, answered.message());
             });
       });
+}
+
+// Answers a hello with a refusal and its reason (what the connecting rank then fails with).
+inline void engine::refuse(std::shared_ptr<tcp::socket> socket, const std::string& why) {
+  const std::size_t text = std::min(why.size(), max_refusal_bytes);
+  std::vector<std::byte> answer(ack_bytes + 4 + text);
+  std::memcpy(answer.data(), hello_magic, 8);
+  put32(answer.data() + 8, protocol_version);
+  put32(answer.data() + 12, refusal);
+  put32(answer.data() + 16, static_cast<std::uint32_t>(text));
+  std::memcpy(answer.data() + 20, why.data(), text);
+  boost::system::error_code ignored;
+  asio::write(*socket, asio::buffer(answer), ignored);  // small: the socket's buffer takes it
+}
+
+// The rest of a refusal from `peer`: the reason, which fails this rank's start-up.
+inline void engine::read_refusal(tcp::socket& socket, int peer) {
+  auto length = std::make_shared<std::array<std::byte, 4>>();
+  asio::async_read(socket, asio::buffer(*length), [this, &socket, peer, length](boost::system::error_code failure, std::size_t) {
+    const std::size_t bytes = failure ? 0 : std::min<std::size_t>(get32(length->data()), max_refusal_bytes);
+    auto text = std::make_shared<std::string>(bytes, '\0');
+    asio::async_read(socket, asio::buffer(*text), [this, peer, text](boost::system::error_code unread, std::size_t) {
+      ++connects_ended_;
+      if (setup_failure_) return;
+      setup_failure_ = "rank " + std::to_string(rank_) + " could not start: rank " + std::to_string(peer) +
+                       " refused its connection" + (unread || text->empty() ? std::string() : ": " + *text);
+      if (!weft::detail::quoted_sizes(*text).empty()) setup_code_ = errc::mismatch;
+    });
+  });
 }
 
 inline std::string engine::who() const { return "rank " + std::to_string(rank_); }

@@ -36,6 +36,9 @@ inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'T', 'C', 'P', '1'};
 inline constexpr std::uint32_t protocol_version = 1;
 inline constexpr std::size_t hello_bytes = 24;   // magic | version | rank | size | secret bytes
 inline constexpr std::size_t ack_bytes = 16;     // magic | version | rank
+// An acknowledgement with this rank refuses the hello: the reason's length (32 bits) and text follow.
+inline constexpr std::uint32_t refusal = 0xffffffff;
+inline constexpr std::size_t max_refusal_bytes = 1024;
 inline constexpr std::size_t header_bytes = 24;  // kind | zero | tag | length
 inline constexpr std::size_t inbox_bytes = 64 << 10;
 inline constexpr std::size_t direct_read_bytes = 16 << 10;  // read payloads this large in place
