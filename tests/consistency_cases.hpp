@@ -9,6 +9,7 @@
 #include <weft/weft.hpp>
 
 #include <array>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -174,6 +175,39 @@ void thrown_case(Comm& comm, failures& sink, int thrower, Algorithm algorithm = 
   try {
     weft::barrier(comm);
     sink.add(name + ": a second barrier succeeded");
+  } catch (const weft::error&) {
+  }
+}
+
+// An alltoallv whose counts disagree between two ranks: rank 0 sends rank 1 one element more
+// than rank 1 expects from it. Every rank fails with mismatch saying calls differ (in that call
+// or the barrier after it), none with a timeout or as lost, and a later barrier is refused.
+template <class Comm>
+void splits_case(Comm& comm, failures& sink) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  const std::string name = "rank " + std::to_string(r);
+  std::vector<std::size_t> in_counts(static_cast<std::size_t>(p), 2), out_counts(static_cast<std::size_t>(p), 2);
+  if (r == 0) in_counts[1] = 3;
+  if (r == 1) out_counts[0] = 2;  // (as every other rank: it expects 2 from rank 0)
+  std::vector<int> in(std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0}), r);
+  std::vector<int> out(std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0}), -1);
+  try {
+    weft::alltoallv(comm, std::span<const int>(in), std::span<const std::size_t>(in_counts), std::span<int>(out),
+                    std::span<const std::size_t>(out_counts));
+    weft::barrier(comm);
+    sink.add(name + ": no call failed");
+    return;
+  } catch (const weft::error& failure) {
+    const std::string what = failure.what();
+    if (failure.code() != weft::errc::mismatch || what.find("calls differ") == std::string::npos ||
+        what.find("slower") != std::string::npos || what.find(" is lost") != std::string::npos) {
+      sink.add(name + ": " + what);
+    }
+  }
+  try {
+    weft::barrier(comm);
+    sink.add(name + ": a later barrier succeeded");
   } catch (const weft::error&) {
   }
 }

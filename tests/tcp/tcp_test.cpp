@@ -163,6 +163,14 @@ TEST_CASE("calls that differ on one rank fail with mismatch on every rank over t
   }
 }
 
+TEST_CASE("alltoallv counts that differ between two ranks fail every rank with mismatch over tcp", "[tcp]") {
+  failures sink;
+  job world(3);
+  world.run(sink, [&](tcp_comm& comm) { splits_case(comm, sink); });
+  INFO(sink.summary());
+  CHECK(sink.empty());
+}
+
 TEST_CASE("a user reduction that throws on one rank fails every rank's call with its text over tcp", "[tcp]") {
   for (const int thrower : {0, 3}) {
     INFO("rank " << thrower << " throws");

@@ -272,6 +272,16 @@ TEST_CASE("a failed communicator refuses dup, and a size mismatch is a mismatch"
   CHECK_THAT(sizes[1].message, Contains("expected 8 bytes"));
 }
 
+TEST_CASE("alltoallv counts that differ between two ranks fail every rank with mismatch", "[faults]") {
+  for (const int p : {2, 3, 4}) {
+    INFO(p << " ranks");
+    failures sink;
+    weft::inproc::run(p, [&](comm_t& comm) { splits_case(comm, sink); }, test_options());
+    INFO(sink.summary());
+    CHECK(sink.empty());
+  }
+}
+
 TEST_CASE("a user reduction that throws on one rank fails every rank's call with its text", "[faults]") {
   for (const int p : {2, 3, 4}) {
     for (const int thrower : {0, p - 1}) {

@@ -150,6 +150,18 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
                                (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) +
                                " (" + where() + ")");
     }
+    // A message of another size than this rank's call expects (splits that differ between
+    // ranks): calls differ, and every rank hears it as that, the sender too.
+    if (failure.code() == errc::mismatch) {
+      std::string_view text(failure.what());
+      if (text.starts_with("weft: mismatch: ")) text.remove_prefix(16);
+      const std::string notice = !detail::quoted_mismatch(text).empty()
+                                     ? std::string(detail::quoted_mismatch(text))
+                                     : std::string(detail::mismatch_notice) + std::string(text) + " (" + where() +
+                                           "); " + std::string(detail::mismatch_advice);
+      tell_others_of(culprit, notice);
+      fail(errc::mismatch, notice, failure.culprit());
+    }
     // A rank whose call threw: its own exception, whatever the transport called it.
     if (const auto notice = detail::quoted_thrown(failure.what()); !notice.empty()) {
       tell_others_of(culprit, std::string(notice));
