@@ -300,7 +300,7 @@ class communicator {
   // The end of a call that succeeded here: fails with errc::mismatch if a message that arrived
   // early shows that another rank's call differs (weft/detail/communicator_consistency.hpp).
   void end_call() {
-    if (settings_.detect_mismatch) look_for_other_calls();
+    if (settings_.detect_mismatch) look_for_other_calls(true);
   }
 
   // The call ended here by an exception that is not weft's (a user reduction threw, memory ran
@@ -487,7 +487,9 @@ class communicator {
   // the same number that differs (another collective or digest), or an earlier call's that no
   // receive here took. Fails the communicator with errc::mismatch naming the sender when it
   // finds one (weft/detail/communicator_consistency.hpp).
-  void look_for_other_calls();
+  void look_for_other_calls(bool at_call_end = false);
+  // What arrived early, as (peer, tag), into `found`; how many.
+  std::size_t messages_arrived_early(std::span<early_message> found, bool at_call_end);
   // Tells `peer` (once in a wait) that this rank waits for it in this call.
   void say_waiting_for(int peer);
   // Takes in a "waiting" message that shows nothing (one of this call, or of a call ended).
@@ -610,6 +612,7 @@ class communicator {
   T* transport_ = nullptr;
   const call_signature* asked_ = nullptr;  // the call in progress, as the facade described it
   std::vector<std::optional<request_type>> waiting_said_;  // say_waiting_for's sends, until done
+  int peek_next_ = 0;  // the peer messages_arrived_early looked at last (peeking transports)
   std::uint8_t digest_ = 0;                // the call's digest, in its tags (call_tag)
   options settings_;
   std::uint32_t context_ = 0;

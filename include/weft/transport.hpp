@@ -12,6 +12,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -162,6 +163,17 @@ concept early_message_transport =
     transport<T> && requires(T& t, std::span<early_message> found) {
       { t.early_messages(found) } -> std::same_as<std::size_t>;
     };
+
+// weft::peeking_transport<T> — an optional refinement of transport, for transports that cannot
+// list what arrived early but can look for one message (libfabric's FI_PEEK):
+//   t.peek(peer, tag, ignore) returns the tag of the oldest message from `peer` that arrived
+//   before its receive and whose tag equals `tag` in the bits `ignore` leaves, or nullopt when
+//   there is none (or the transport cannot look). It moves nothing. The communicator looks for
+//   messages of other calls with it, where early_messages is not offered.
+template <class T>
+concept peeking_transport = transport<T> && requires(T& t, int peer, tag_t tag, tag_t ignore) {
+  { t.peek(peer, tag, ignore) } -> std::same_as<std::optional<tag_t>>;
+};
 
 namespace detail {
 // Throws errc::invalid_argument unless 0 <= peer < size; `what` is "send to" or "receive from".

@@ -3,6 +3,7 @@
 // reliable tagged messages runs the conformance suite and a slice of the collective matrix; the
 // multi-process runs and killed ranks are in tests/multiprocess/multiprocess.py (scenario ofi).
 #include "../collective_cases.hpp"
+#include "../consistency_cases.hpp"
 #include "../slice_in_flight.hpp"
 #include "../scoped_environment.hpp"
 #include "../meeting_place.hpp"
@@ -109,6 +110,24 @@ TEST_CASE("conformance and a collective slice on every provider", "[ofi]") {
       INFO("ranks " << p);
       CHECK(sink.empty());
       if (!sink.empty()) FAIL(sink.summary());
+    }
+  }
+}
+
+TEST_CASE("calls that differ on one rank fail with mismatch on every rank over libfabric", "[ofi]") {
+  // The providers weft looks for one early message on (FI_PEEK: rxm's): every disagreement, 3
+  // ranks, the first and the last differing in turn.
+  for (const std::string provider : {"tcp;ofi_rxm"}) {
+    for (std::size_t which = 0; which < disagreements.size(); ++which) {
+      for (const int odd : differing_ranks(which, 3)) {
+        INFO(provider << ": " << disagreements[which] << ", rank " << odd << " differs");
+        failures sink;
+        const auto started = std::chrono::steady_clock::now();
+        run_world(3, provider_config(provider), sink, [&](ofi_comm& comm) { disagreement_case(comm, sink, which, odd); });
+        INFO(sink.summary());
+        CHECK(sink.empty());
+        CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+      }
     }
   }
 }

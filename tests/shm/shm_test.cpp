@@ -99,6 +99,38 @@ TEST_CASE("shm: calls that differ on one rank fail with mismatch on every rank",
   }
 }
 
+TEST_CASE("shm: ranks started for different world sizes all fail with mismatch naming both sizes", "[shm]") {
+  for (const int rank0_size : {2, 3}) {
+    const int others_size = rank0_size == 2 ? 3 : 2;
+    INFO("rank 0 for " << rank0_size << " ranks, the others for " << others_size);
+    meeting_place place("shm");
+    std::vector<std::string> messages(static_cast<std::size_t>(others_size));
+    std::vector<std::thread> threads;
+    const auto started = std::chrono::steady_clock::now();
+    for (int rank = 0; rank < others_size; ++rank) {
+      threads.emplace_back([&, rank] {
+        auto settings = small_slots();
+        settings.connect_timeout = std::chrono::seconds(10);
+        try {
+          weft::shm::transport transport(rank, rank == 0 ? rank0_size : others_size, place.store(), settings);
+          messages[static_cast<std::size_t>(rank)] = "started";
+        } catch (const weft::error& failure) {
+          messages[static_cast<std::size_t>(rank)] = failure.what();
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+    for (int rank = 0; rank < others_size; ++rank) {
+      const std::string& message = messages[static_cast<std::size_t>(rank)];
+      INFO("rank " << rank << ": " << message);
+      CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
+      // (which two ranks it names depends on which rank found it first)
+      CHECK_THAT(message, Catch::Contains("world sizes differ: ") && Catch::Contains("of 2") && Catch::Contains("of 3"));
+    }
+  }
+}
+
 TEST_CASE("shm: a user reduction that throws on one rank fails every rank's call with its text", "[shm]") {
   for (const int thrower : {0, 3}) {
     INFO("rank " << thrower << " throws");

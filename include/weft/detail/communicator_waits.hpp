@@ -21,7 +21,7 @@ void communicator<T>::wait(pending& operation) {
     const auto start = deadline_clock::now();
     const auto deadline = start + settings_.timeout;
     if (lane_ != nullptr) return wait_in_lane(request, deadline);
-    if constexpr (early_message_transport<T>) {
+    if constexpr (early_message_transport<T> || peeking_transport<T>) {
       if (!settings_.detect_mismatch) return transport_->wait(request, deadline);
       // A slow wait looks at what arrived early, after 1 ms and then at doubling intervals: a
       // message of another call means the ranks' calls differ (communicator_consistency.hpp).

@@ -103,6 +103,10 @@ class transport {
   // has heard a rank is lost (what a second transport's waits call: weft::tiered).
   void progress() { engine_->poll(); }
 
+  // The tag of the oldest message from `peer` that arrived before its receive and matches `tag`
+  // outside `ignore`, where the provider can look (FI_PEEK): weft::peeking_transport.
+  std::optional<tag_t> peek(int peer, tag_t tag, tag_t ignore) { return engine_->peek(peer, tag, ignore); }
+
   // Called by the communicator when one of its waits fails: every rank hears of it through the
   // bootstrap store, not the fabric (sending to a dead peer is not safe on every provider), and
   // closing skips the farewell.
@@ -126,6 +130,7 @@ class transport {
 };
 
 static_assert(weft::transport<transport>);
+static_assert(weft::peeking_transport<transport>);
 
 // A ready job from the launcher's environment over libfabric (weft/bootstrap/session.hpp): rank
 // 0's TCP store, or the file store at WEFT_STORE_PATH, to exchange fabric addresses.

@@ -37,8 +37,15 @@ inline bool engine::progress() {
         continue;
       }
       if (count < 0) fail_call("fi_cq_read", static_cast<int>(count));
-      for (ssize_t i = 0; i < count; ++i)
-        complete(static_cast<piece*>(entries[i].op_context), &entries[i]);
+      for (ssize_t i = 0; i < count; ++i) {
+        auto* p = static_cast<piece*>(entries[i].op_context);
+        if (p == &peek_piece_) {  // a peek that found a message
+          peeked_tag_ = entries[i].tag;
+          peek_state_ = peek_state::found;
+          continue;
+        }
+        complete(p, &entries[i]);
+      }
       any = any || count > 0;
       if (count < 16) break;
     }
@@ -66,6 +73,11 @@ inline void engine::read_error() {
   if (fi_cq_readerr(cq_, &failure, 0) < 0) return;
   auto* p = static_cast<piece*>(failure.op_context);
   if (p == nullptr) return;
+  if (p == &peek_piece_) {  // a peek that found nothing (FI_ENOMSG), or could not look
+    if (failure.err != FI_ENOMSG) can_peek_ = false;
+    peek_state_ = peek_state::none;
+    return;
+  }
   operation* op = p->owner;
   if (failure.err == FI_ECANCELED) {
     complete(p, nullptr);

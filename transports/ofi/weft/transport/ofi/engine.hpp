@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -81,6 +82,11 @@ class engine : public weft::detail::retiring<engine> {
     peer_failed_ = true;
     if (failures_) failures_->report(culprit, reason);
   }
+
+  // The tag of the oldest message from `peer` that arrived before its receive and matches `tag`
+  // outside `ignore` (FI_PEEK; ofi/posting.hpp); nullopt when none, or when the provider cannot
+  // peek or folds tags (then never again).
+  std::optional<tag_t> peek(int peer, tag_t tag, tag_t ignore);
 
   // Posts a send or receive (ofi/posting.hpp).
   operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag);
@@ -316,6 +322,12 @@ class engine : public weft::detail::retiring<engine> {
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's failure notice
   call_tracker calls_;                   // calls into the provider, for the watcher
   std::unique_ptr<peer_watch> watch_;    // peer processes on this host
+  // peek's one request in the provider: its context, and what its completion said.
+  enum class peek_state { idle, posted, found, none };
+  piece peek_piece_;
+  peek_state peek_state_ = peek_state::idle;
+  tag_t peeked_tag_ = 0;
+  bool can_peek_ = false;  // set by open() for the providers that can
 };
 
 }  // namespace weft::ofi::detail

@@ -168,6 +168,9 @@ inline void engine::open() {
   const std::uint64_t format = info_->ep_attr->mem_tag_format;
   if (format != 0 && std::countl_zero(format) > 0)
     tag_mask_ = ~std::uint64_t{0} >> std::countl_zero(format);
+  // FI_PEEK where the provider is known to keep its promise: rxm's own queue of early messages.
+  // (libfabric 1.17's shm provider takes a peek for a plain receive and later faults.)
+  can_peek_ = std::string_view(info_->fabric_attr->prov_name).find("ofi_rxm") != std::string_view::npos;
 
   check("fi_fabric", fi_fabric(info_->fabric_attr, &fabric_, nullptr));
   check("fi_domain", fi_domain(fabric_, info_, &domain_, nullptr));

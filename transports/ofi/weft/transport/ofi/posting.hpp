@@ -15,10 +15,12 @@
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,41 @@ inline operation* engine::post(bool is_send, int peer, std::byte* data, std::siz
   op->state = status::posted;
   drain_backlog();
   return op;
+}
+
+inline std::optional<tag_t> engine::peek(int peer, tag_t tag, tag_t ignore) {
+  // (a provider that keeps upper tag bits folds them into the lower ones: no mask survives that)
+  if (!can_peek_ || ep_ == nullptr || broken_ || peer == rank_ || peer < 0 || peer >= size_ || peer_gone(peer) ||
+      tag_mask_ != ~std::uint64_t{0} || peek_state_ == peek_state::posted) {
+    return std::nullopt;
+  }
+  fi_msg_tagged message{};
+  message.addr = addresses_[static_cast<std::size_t>(peer)];
+  message.tag = tag;
+  message.ignore = ignore;
+  message.context = &peek_piece_.context;
+  ssize_t code;
+  {
+    provider_call call(calls_);
+    code = fi_trecvmsg(ep_, &message, FI_PEEK);
+  }
+  if (code == -FI_EAGAIN) return std::nullopt;  // the provider is busy: look next time
+  if (code != 0) {                               // it cannot peek: the communicator waits as before
+    can_peek_ = false;
+    return std::nullopt;
+  }
+  peek_state_ = peek_state::posted;
+  // The provider answers from its own queue of early messages: at once, in practice.
+  const auto until = deadline_clock::now() + std::chrono::milliseconds(100);
+  while (peek_state_ == peek_state::posted && deadline_clock::now() < until) progress();
+  if (peek_state_ == peek_state::posted) {  // no answer: it stays posted, and no other is made
+    can_peek_ = false;
+    return std::nullopt;
+  }
+  const bool found = peek_state_ == peek_state::found;
+  peek_state_ = peek_state::idle;
+  if (!found) return std::nullopt;
+  return peeked_tag_;
 }
 
 inline std::uint64_t engine::fabric_tag(tag_t tag) const {

@@ -80,7 +80,7 @@ inline void engine::meet(bootstrap::store& meeting) {
     const std::string here = host_name();
     meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" +
                                                  std::to_string(shape_.slots) + "|" + std::to_string(shape_.slot_bytes) +
-                                                 "|" + std::to_string(shape_.pool_bytes));
+                                                 "|" + std::to_string(shape_.pool_bytes) + "|" + std::to_string(size_));
     std::string missing;
     bool store_gone = false;
     for (int peer = 0; peer < size_; ++peer) {
@@ -103,7 +103,14 @@ inline void engine::meet(bootstrap::store& meeting) {
       for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
         field.push_back(value->substr(start, bar - start));
       field.push_back(value->substr(start));
-      if (field.size() != 6) throw error(errc::transport, "shm transport: rank " + name(peer) + " published '" + *value + "'");
+      if (field.size() != 7) throw error(errc::transport, "shm transport: rank " + name(peer) + " published '" + *value + "'");
+      if (field[6] != std::to_string(size_)) {  // the job cannot start: every rank hears why
+        const std::string why = std::string(weft::detail::sizes_notice) + who() + " was started for a world of " +
+                                std::to_string(size_) + " ranks, rank " + name(peer) + " for one of " + field[6] +
+                                "; " + std::string(weft::detail::sizes_advice);
+        failures_->report(peer, why);
+        throw error(errc::mismatch, who() + " could not start: " + why);
+      }
       if (field[0] != identity) {
         throw error(errc::invalid_argument,
                     "shm transport: " + who() + " runs on host " + here + " and rank " + name(peer) +
