@@ -132,6 +132,33 @@ TEST_CASE("calls that differ on one rank fail with mismatch on every rank over l
   }
 }
 
+TEST_CASE("ranks started for different world sizes all fail with mismatch over libfabric", "[ofi]") {
+  meeting_place place("ofi");
+  std::vector<std::string> messages(3);
+  std::vector<std::thread> threads;
+  const auto started = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < 3; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto settings = provider_config("tcp;ofi_rxm");
+      settings.connect_timeout = std::chrono::seconds(10);
+      try {
+        weft::ofi::transport transport(rank, rank == 0 ? 2 : 3, place.store(), settings);  // rank 2 is outside rank 0's
+        messages[static_cast<std::size_t>(rank)] = "started";
+      } catch (const weft::error& failure) {
+        messages[static_cast<std::size_t>(rank)] = failure.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string& message = messages[static_cast<std::size_t>(rank)];
+    INFO("rank " << rank << ": " << message);
+    CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
+    CHECK_THAT(message, Catch::Contains("world sizes differ: ") && Catch::Contains("of 2") && Catch::Contains("of 3"));
+  }
+}
+
 TEST_CASE("the collective slice as 3 calls in flight at once over tcp;ofi_rxm", "[ofi][nonblocking]") {
   failures sink;
   const std::vector<std::size_t> counts = {0, 1, 4, 1000, 65539};

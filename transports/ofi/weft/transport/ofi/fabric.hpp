@@ -223,7 +223,10 @@ inline void engine::meet(bootstrap::store& meeting) {
     exchange_addresses(meeting);
   } catch (const error& failure) {
     failures_->await_notice(failure);
-    if (failures_->lost() >= 0) forget_region_of(meeting, failures_->lost());
+    // (a rank lost, not one started for another world size: that one is alive)
+    if (failures_->lost() >= 0 && weft::detail::quoted_sizes(failures_->why()).empty()) {
+      forget_region_of(meeting, failures_->lost());
+    }
     failures_->rethrow_if_lost(who());
     throw;
   }
@@ -256,7 +259,7 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
   const std::string own_process = process_identity();
   bootstrap::claim_rank(meeting, settings_.prefix + "/ofi-rank/" + std::to_string(rank_), rank_);
   meeting.set(key + std::to_string(rank_),
-              provider_name() + "|" + to_hex(endpoint_name()) + "|" + own_process);
+              std::to_string(size_) + "|" + provider_name() + "|" + to_hex(endpoint_name()) + "|" + own_process);
   addresses_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);
   peer_names_.assign(static_cast<std::size_t>(size_), std::string());
   std::vector<peer_watch::peer> neighbours;
@@ -270,21 +273,30 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
               " to publish its fabric address in the " + meeting.describe() + ": rank " +
               std::to_string(peer) + " has not started, or failed to open its endpoint");
     }
-    const auto bar = value->find('|');
-    const std::string their_provider = value->substr(0, bar);
+    // "world size|provider|name in hex|process identity"
+    const auto size_end = std::min(value->find('|'), value->size());
+    if (const std::string their_size = value->substr(0, size_end); their_size != std::to_string(size_)) {
+      const std::string why = std::string(weft::detail::sizes_notice) + who() + " was started for a world of " +
+                              std::to_string(size_) + " ranks, rank " + std::to_string(peer) + " for one of " +
+                              their_size + "; " + std::string(weft::detail::sizes_advice);
+      if (failures_) failures_->report(peer, why);  // the job cannot start: every rank hears why
+      throw error(errc::mismatch, who() + " could not start: " + why);
+    }
+    const std::string fields = value->substr(std::min(size_end + 1, value->size()));
+    const auto bar = fields.find('|');
+    const std::string their_provider = fields.substr(0, bar);
     if (bar == std::string::npos || their_provider != provider_name()) {
       throw error(errc::invalid_argument,
                   who() + " runs provider '" + provider_name() + "' but rank " +
                       std::to_string(peer) + " runs '" + their_provider +
                       "': set the same WEFT_OFI_PROVIDER on every rank");
     }
-    // "provider|name in hex|process identity"
-    const auto name_end = value->find('|', bar + 1);
-    const std::string name = from_hex(std::string_view(*value).substr(
+    const auto name_end = fields.find('|', bar + 1);
+    const std::string name = from_hex(std::string_view(fields).substr(
         bar + 1, name_end == std::string::npos ? std::string::npos : name_end - bar - 1));
     if (name_end != std::string::npos && peer != rank_) {
       // Ranks that are threads of this process need no watching.
-      const pid_t pid = watchable_pid(value->substr(name_end + 1), own_process);
+      const pid_t pid = watchable_pid(fields.substr(name_end + 1), own_process);
       if (pid > 0 && pid != ::getpid()) neighbours.push_back({peer, pid});
     }
     peer_names_[static_cast<std::size_t>(peer)] = name;
