@@ -13,6 +13,7 @@
 #include <weft/bootstrap/file_store.hpp>
 #include <weft/buffer.hpp>
 #include <weft/transport/shm.hpp>
+#include <weft/transport/shm/stream_ordered.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -99,35 +100,49 @@ TEST_CASE("shm: calls that differ on one rank fail with mismatch on every rank",
   }
 }
 
+namespace {
+
+// Rank 0 started for a world of `rank0_size`, the others for the other of 2 and 3: every rank
+// fails at start-up with mismatch naming both sizes, quickly.
+template <class Transport, class Config>
+void different_world_sizes(const Config& settings, int rank0_size) {
+  const int others_size = rank0_size == 2 ? 3 : 2;
+  INFO("rank 0 for " << rank0_size << " ranks, the others for " << others_size);
+  meeting_place place("shm");
+  std::vector<std::string> messages(static_cast<std::size_t>(others_size));
+  std::vector<std::thread> threads;
+  const auto started = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < others_size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        Transport transport(rank, rank == 0 ? rank0_size : others_size, place.store(), settings);
+        messages[static_cast<std::size_t>(rank)] = "started";
+      } catch (const weft::error& failure) {
+        messages[static_cast<std::size_t>(rank)] = failure.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  for (int rank = 0; rank < others_size; ++rank) {
+    const std::string& message = messages[static_cast<std::size_t>(rank)];
+    INFO("rank " << rank << ": " << message);
+    CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
+    // (which two ranks it names depends on which rank found it first)
+    CHECK_THAT(message, Catch::Contains("world sizes differ: ") && Catch::Contains("of 2") && Catch::Contains("of 3"));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("shm: ranks started for different world sizes all fail with mismatch naming both sizes", "[shm]") {
+  auto settings = small_slots();
+  settings.connect_timeout = std::chrono::seconds(10);
+  weft::shm::stream_config ordered;
+  ordered.connect_timeout = std::chrono::seconds(10);
   for (const int rank0_size : {2, 3}) {
-    const int others_size = rank0_size == 2 ? 3 : 2;
-    INFO("rank 0 for " << rank0_size << " ranks, the others for " << others_size);
-    meeting_place place("shm");
-    std::vector<std::string> messages(static_cast<std::size_t>(others_size));
-    std::vector<std::thread> threads;
-    const auto started = std::chrono::steady_clock::now();
-    for (int rank = 0; rank < others_size; ++rank) {
-      threads.emplace_back([&, rank] {
-        auto settings = small_slots();
-        settings.connect_timeout = std::chrono::seconds(10);
-        try {
-          weft::shm::transport transport(rank, rank == 0 ? rank0_size : others_size, place.store(), settings);
-          messages[static_cast<std::size_t>(rank)] = "started";
-        } catch (const weft::error& failure) {
-          messages[static_cast<std::size_t>(rank)] = failure.what();
-        }
-      });
-    }
-    for (auto& thread : threads) thread.join();
-    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
-    for (int rank = 0; rank < others_size; ++rank) {
-      const std::string& message = messages[static_cast<std::size_t>(rank)];
-      INFO("rank " << rank << ": " << message);
-      CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
-      // (which two ranks it names depends on which rank found it first)
-      CHECK_THAT(message, Catch::Contains("world sizes differ: ") && Catch::Contains("of 2") && Catch::Contains("of 3"));
-    }
+    different_world_sizes<weft::shm::transport>(settings, rank0_size);
+    different_world_sizes<weft::shm::host_stream_transport>(ordered, rank0_size);
   }
 }
 

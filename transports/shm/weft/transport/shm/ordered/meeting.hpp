@@ -34,7 +34,8 @@ void world<Backend>::meet(bootstrap::store& meeting) {
     const std::string here = detail::host_name();
     const std::string shape = std::to_string(shape_.envelopes) + "/" + std::to_string(shape_.flags) + "/" +
                               std::string(pool_->way());
-    meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" + shape);
+    meeting.set(key + std::to_string(rank_),
+                identity + "|" + here + "|" + server.name() + "|" + shape + "|" + std::to_string(size_));
     for (int peer = 0; peer < size_; ++peer) {
       if (peer == rank_) continue;
       const auto value = meeting.get(key + std::to_string(peer), deadline);
@@ -47,7 +48,14 @@ void world<Backend>::meet(bootstrap::store& meeting) {
       for (std::size_t bar; (bar = value->find('|', start)) != std::string::npos; start = bar + 1)
         field.push_back(value->substr(start, bar - start));
       field.push_back(value->substr(start));
-      if (field.size() != 4) throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + " published '" + *value + "'");
+      if (field.size() != 5) throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + " published '" + *value + "'");
+      if (field[4] != std::to_string(size_)) {  // the job cannot start: every rank hears why
+        const std::string why = std::string(weft::detail::sizes_notice) + who() + " was started for a world of " +
+                                std::to_string(size_) + " ranks, rank " + std::to_string(peer) + " for one of " +
+                                field[4] + "; " + std::string(weft::detail::sizes_advice);
+        failures_->report(peer, why);
+        throw error(errc::mismatch, who() + " could not start: " + why);
+      }
       if (field[0] != identity) {
         throw error(errc::invalid_argument, "stream-ordered transport: " + who() + " runs on host " + here + " and rank " +
                                                 std::to_string(peer) + " on host " + field[1] +
