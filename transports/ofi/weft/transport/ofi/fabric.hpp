@@ -65,6 +65,29 @@ inline std::string from_hex(std::string_view text) {
   return out;
 }
 
+// What a rank publishes in the store: "world size|provider|endpoint name in hex|process identity".
+struct published_address {
+  std::string size, provider, name, process;  // name: decoded; process: empty when not given
+};
+inline std::string publish_address(int size, const std::string& provider, const std::string& name,
+                                   const std::string& process) {
+  return std::to_string(size) + "|" + provider + "|" + to_hex(name) + "|" + process;
+}
+inline published_address read_address(std::string_view value) {
+  published_address out;
+  auto next = [&value] {
+    const auto bar = std::min(value.find('|'), value.size());
+    const std::string_view field = value.substr(0, bar);
+    value.remove_prefix(std::min(bar + 1, value.size()));
+    return std::string(field);
+  };
+  out.size = next();
+  out.provider = next();
+  out.name = from_hex(next());
+  out.process = std::string(value);
+  return out;
+}
+
 inline engine::engine(int rank, int size, bootstrap::store* meeting, const config& settings)
     : rank_(rank), size_(size), settings_(settings) {
   if (size < 1 || rank < 0 || rank >= size) {
@@ -242,12 +265,11 @@ inline void engine::forget_region_of(bootstrap::store& meeting, int lost) {
     const auto value = meeting.get(settings_.prefix + "/ofi/" + std::to_string(lost),
                                    deadline_clock::now() + std::chrono::seconds(1));
     if (!value) return;  // it had not published its address
-    const auto bar = value->find('|');
-    const auto name_end = value->find('|', bar + 1);
-    if (bar == std::string::npos || name_end == std::string::npos) return;
-    const pid_t pid = watchable_pid(value->substr(name_end + 1), process_identity());
+    const published_address address = read_address(*value);
+    if (address.process.empty()) return;
+    const pid_t pid = watchable_pid(address.process, process_identity());
     if (pid <= 0 || pid == ::getpid() || !process_ended(pid, std::chrono::seconds(2))) return;
-    retire_shm_region(from_hex(std::string_view(*value).substr(bar + 1, name_end - bar - 1)), pid);
+    retire_shm_region(address.name, pid);
   } catch (const error&) {  // the store is gone too: nothing to read the address from
   }
 }
@@ -258,8 +280,7 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
   const std::string key = settings_.prefix + "/ofi/";
   const std::string own_process = process_identity();
   bootstrap::claim_rank(meeting, settings_.prefix + "/ofi-rank/" + std::to_string(rank_), rank_);
-  meeting.set(key + std::to_string(rank_),
-              std::to_string(size_) + "|" + provider_name() + "|" + to_hex(endpoint_name()) + "|" + own_process);
+  meeting.set(key + std::to_string(rank_), publish_address(size_, provider_name(), endpoint_name(), own_process));
   addresses_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);
   peer_names_.assign(static_cast<std::size_t>(size_), std::string());
   std::vector<peer_watch::peer> neighbours;
@@ -273,30 +294,24 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
               " to publish its fabric address in the " + meeting.describe() + ": rank " +
               std::to_string(peer) + " has not started, or failed to open its endpoint");
     }
-    // "world size|provider|name in hex|process identity"
-    const auto size_end = std::min(value->find('|'), value->size());
-    if (const std::string their_size = value->substr(0, size_end); their_size != std::to_string(size_)) {
+    const published_address address = read_address(*value);
+    if (address.size != std::to_string(size_)) {
       const std::string why = std::string(weft::detail::sizes_notice) + who() + " was started for a world of " +
                               std::to_string(size_) + " ranks, rank " + std::to_string(peer) + " for one of " +
-                              their_size + "; " + std::string(weft::detail::sizes_advice);
+                              address.size + "; " + std::string(weft::detail::sizes_advice);
       if (failures_) failures_->report(peer, why);  // the job cannot start: every rank hears why
       throw error(errc::mismatch, who() + " could not start: " + why);
     }
-    const std::string fields = value->substr(std::min(size_end + 1, value->size()));
-    const auto bar = fields.find('|');
-    const std::string their_provider = fields.substr(0, bar);
-    if (bar == std::string::npos || their_provider != provider_name()) {
+    if (address.provider != provider_name()) {
       throw error(errc::invalid_argument,
                   who() + " runs provider '" + provider_name() + "' but rank " +
-                      std::to_string(peer) + " runs '" + their_provider +
+                      std::to_string(peer) + " runs '" + address.provider +
                       "': set the same WEFT_OFI_PROVIDER on every rank");
     }
-    const auto name_end = fields.find('|', bar + 1);
-    const std::string name = from_hex(std::string_view(fields).substr(
-        bar + 1, name_end == std::string::npos ? std::string::npos : name_end - bar - 1));
-    if (name_end != std::string::npos && peer != rank_) {
+    const std::string& name = address.name;
+    if (!address.process.empty() && peer != rank_) {
       // Ranks that are threads of this process need no watching.
-      const pid_t pid = watchable_pid(fields.substr(name_end + 1), own_process);
+      const pid_t pid = watchable_pid(address.process, own_process);
       if (pid > 0 && pid != ::getpid()) neighbours.push_back({peer, pid});
     }
     peer_names_[static_cast<std::size_t>(peer)] = name;
