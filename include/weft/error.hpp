@@ -87,6 +87,14 @@ inline constexpr std::string_view sizes_advice =
     "every rank must be given the same world size (WEFT_SIZE, the launcher's task count, "
     "torch.distributed's world_size)";
 
+// The notice: `started` ("rank 1") was started for a world of `size` ranks, `other` for one of
+// `other_size`.
+inline std::string sizes_differ(const std::string& started, std::string_view size, const std::string& other,
+                                std::string_view other_size) {
+  return std::string(sizes_notice) + started + " was started for a world of " + std::string(size) + " ranks, " +
+         other + " for one of " + std::string(other_size) + "; " + std::string(sizes_advice);
+}
+
 inline std::string_view quoted_sizes(std::string_view message) {
   return quoted_notice(message, sizes_notice, sizes_advice);
 }

@@ -296,9 +296,8 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
     }
     const published_address address = read_address(*value);
     if (address.size != std::to_string(size_)) {
-      const std::string why = std::string(weft::detail::sizes_notice) + who() + " was started for a world of " +
-                              std::to_string(size_) + " ranks, rank " + std::to_string(peer) + " for one of " +
-                              address.size + "; " + std::string(weft::detail::sizes_advice);
+      const std::string why =
+          weft::detail::sizes_differ(who(), std::to_string(size_), "rank " + std::to_string(peer), address.size);
       if (failures_) failures_->report(peer, why);  // the job cannot start: every rank hears why
       throw error(errc::mismatch, who() + " could not start: " + why);
     }

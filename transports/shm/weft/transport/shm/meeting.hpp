@@ -105,9 +105,8 @@ inline void engine::meet(bootstrap::store& meeting) {
       field.push_back(value->substr(start));
       if (field.size() != 7) throw error(errc::transport, "shm transport: rank " + name(peer) + " published '" + *value + "'");
       if (field[6] != std::to_string(size_)) {  // the job cannot start: every rank hears why
-        const std::string why = std::string(weft::detail::sizes_notice) + who() + " was started for a world of " +
-                                std::to_string(size_) + " ranks, rank " + name(peer) + " for one of " + field[6] +
-                                "; " + std::string(weft::detail::sizes_advice);
+        const std::string why =
+            weft::detail::sizes_differ(who(), std::to_string(size_), "rank " + name(peer), field[6]);
         failures_->report(peer, why);
         throw error(errc::mismatch, who() + " could not start: " + why);
       }

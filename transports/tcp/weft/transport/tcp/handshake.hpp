@@ -117,10 +117,8 @@ inline void engine::meet(bootstrap::store& meeting) {
       where = where->substr(std::min(space + 1, where->size()));
       if (their_size != std::to_string(size_) && setup_code_ != errc::mismatch) {
         // (it still gets this rank's hello: a lower rank learns of it from the refusal it sends)
-        setup_failure_ = "rank " + std::to_string(rank_) + " could not start: " + std::string(weft::detail::sizes_notice) +
-                         "rank " + std::to_string(rank_) + " was started for a world of " + std::to_string(size_) +
-                         " ranks, rank " + std::to_string(peer) + " for one of " + their_size + "; " +
-                         std::string(weft::detail::sizes_advice);
+        setup_failure_ = who() + " could not start: " +
+                         weft::detail::sizes_differ(who(), std::to_string(size_), "rank " + std::to_string(peer), their_size);
         setup_code_ = errc::mismatch;
       }
     }
@@ -398,11 +396,9 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
               if (get32(state->fixed.data() + 16) != static_cast<std::uint32_t>(size_)) {
                 // A rank of this job (it knows the secret), started for another world size:
                 // the job cannot start. Every rank hears why, that one first.
-                const std::string why = std::string(weft::detail::sizes_notice) + "rank " + std::to_string(peer) +
-                                        " was started for a world of " +
-                                        std::to_string(get32(state->fixed.data() + 16)) + " ranks, rank " +
-                                        std::to_string(rank_) + " for one of " + std::to_string(size_) + "; " +
-                                        std::string(weft::detail::sizes_advice);
+                const std::string why =
+                    weft::detail::sizes_differ("rank " + std::to_string(peer), std::to_string(get32(state->fixed.data() + 16)),
+                                               who(), std::to_string(size_));
                 refuse(socket, why);
                 failures_->report(static_cast<int>(peer), why);
                 if (!setup_failure_ || setup_code_ != errc::mismatch) {

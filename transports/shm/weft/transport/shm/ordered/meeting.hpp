@@ -50,9 +50,8 @@ void world<Backend>::meet(bootstrap::store& meeting) {
       field.push_back(value->substr(start));
       if (field.size() != 5) throw error(errc::transport, "stream-ordered transport: rank " + std::to_string(peer) + " published '" + *value + "'");
       if (field[4] != std::to_string(size_)) {  // the job cannot start: every rank hears why
-        const std::string why = std::string(weft::detail::sizes_notice) + who() + " was started for a world of " +
-                                std::to_string(size_) + " ranks, rank " + std::to_string(peer) + " for one of " +
-                                field[4] + "; " + std::string(weft::detail::sizes_advice);
+        const std::string why =
+            weft::detail::sizes_differ(who(), std::to_string(size_), "rank " + std::to_string(peer), field[4]);
         failures_->report(peer, why);
         throw error(errc::mismatch, who() + " could not start: " + why);
       }
