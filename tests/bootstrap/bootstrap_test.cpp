@@ -6,6 +6,8 @@
 #include <weft/bootstrap/failure_watch.hpp>
 #include <weft/bootstrap/file_store.hpp>
 #include <weft/bootstrap/rendezvous.hpp>
+#include <weft/bootstrap/secret.hpp>
+#include <weft/bootstrap/tcp_meeting.hpp>
 #include <weft/bootstrap/tcp_store.hpp>
 
 #include <catch2/catch.hpp>
@@ -214,6 +216,18 @@ TEST_CASE("bootstrap reads every launcher's variables", "[bootstrap]") {
     environment set({{"WEFT_RANK", "1"}, {"WEFT_SIZE", "2"}});
     CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
   }
+  {  // weft-run's pair: both are read (the rendezvous takes the one the program can use)
+    environment set({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "2"}, {"WEFT_STORE", "127.0.0.1:5000"},
+                     {"WEFT_STORE_PATH", "/tmp/meet"}, {"MASTER_ADDR", "10.0.0.9"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.store == "127.0.0.1:5000" && launch.store_path == "/tmp/meet"));
+  }
+  {  // a directory given by hand wins over torchrun's address
+    environment set({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"WEFT_STORE_PATH", "/tmp/meet"},
+                     {"MASTER_ADDR", "10.0.0.9"}, {"MASTER_PORT", "29400"}});
+    auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.store.empty() && launch.store_path == "/tmp/meet"));
+  }
   {
     environment set({{"WEFT_RANK", "4"}, {"WEFT_SIZE", "4"}, {"WEFT_STORE", "h:1"}});
     CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("rank 4 of 4"));
@@ -302,8 +316,54 @@ TEST_CASE("two jobs at one store: the second job's ranks are refused at once", "
   // to refuse.
   weft::bootstrap::launch long_job = job_rank(1, store, std::string(300, 'x'));
   long_job.secret = std::string(200, 's');
-  CHECK(weft::bootstrap::rendezvous::store_secret(long_job).size() <= 256);
-  CHECK(weft::bootstrap::rendezvous::store_secret(long_job).starts_with(std::string(200, 's')));
+  CHECK(weft::bootstrap::presented_secret(long_job).size() <= 256);
+  CHECK(weft::bootstrap::presented_secret(long_job).starts_with(std::string(200, 's')));
+}
+
+TEST_CASE("a program without a network store meets through the file store, or says what to include",
+          "[bootstrap][store]") {
+  // What a program that does not include weft/bootstrap/tcp_meeting.hpp sees.
+  struct unplugged {
+    weft::bootstrap::store_opener saved = std::exchange(weft::bootstrap::network_store_opener(), nullptr);
+    ~unplugged() { weft::bootstrap::network_store_opener() = saved; }
+  } without_tcp;
+  const std::string store = "127.0.0.1:" + std::to_string(unused_port());
+  CHECK_THROWS_WITH(weft::bootstrap::rendezvous(job_rank(0, store, ""), weft::deadline_clock::now() + 1s),
+                    Catch::Contains("is to meet at the store " + store) &&
+                        Catch::Contains("weft/bootstrap/tcp_meeting.hpp") && Catch::Contains("WEFT_STORE_PATH"));
+  weft::bootstrap::launch nowhere = job_rank(0, "", "");
+  CHECK_THROWS_WITH(weft::bootstrap::rendezvous(nowhere, weft::deadline_clock::now() + 1s),
+                    Catch::Contains("has no rendezvous"));
+
+  // weft-run names both: the TCP store (not served here) and a directory, which is where it meets.
+  const auto directory = std::filesystem::temp_directory_path() / ("weft-unplugged-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  auto both = [&](int rank) {
+    auto where = job_rank(rank, store, "");
+    where.store_path = directory.string();
+    return where;
+  };
+  std::optional<weft::bootstrap::rendezvous> zero(std::in_place, both(0), weft::deadline_clock::now() + 5s);
+  weft::bootstrap::rendezvous one(both(1), weft::deadline_clock::now() + 5s);
+  CHECK(zero->get()->describe() == "file store in " + (directory / "job").string());
+  CHECK(one.secret() == zero->secret());
+  CHECK(zero->get()->local_address().empty());
+  zero.reset();
+  std::filesystem::remove_all(directory);
+}
+
+TEST_CASE("the TCP store, when plugged in, is the meeting point at an address", "[bootstrap][store]") {
+  const std::string store = "127.0.0.1:" + std::to_string(unused_port());
+  auto where = [&](int rank) {
+    auto launch = job_rank(rank, store, "");
+    launch.store_path = "/nonexistent/never-used";  // the network store wins
+    return launch;
+  };
+  weft::bootstrap::rendezvous zero(where(0), weft::deadline_clock::now() + 10s);
+  weft::bootstrap::rendezvous one(where(1), weft::deadline_clock::now() + 10s);
+  CHECK(zero.get()->describe() == "tcp store at " + store);
+  CHECK(one.get()->local_address() == "127.0.0.1");
+  CHECK(one.secret() == zero.secret());
 }
 
 TEST_CASE("two jobs in one store directory meet apart", "[bootstrap][store]") {
@@ -469,7 +529,7 @@ class breaking_store {
     // A connection that ends early leaves the buffers unread: sizes are read only from what came.
     boost::asio::read(socket, boost::asio::buffer(hello), failure);
     const std::uint32_t secret_bytes = u32(hello + 12);
-    if (failure || secret_bytes > weft::bootstrap::store_detail::max_secret_bytes) return;
+    if (failure || secret_bytes > weft::bootstrap::max_secret_bytes) return;
     std::vector<unsigned char> secret(secret_bytes);
     boost::asio::read(socket, boost::asio::buffer(secret), failure);
     const unsigned char yes = 1;

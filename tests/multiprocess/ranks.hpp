@@ -28,11 +28,15 @@
 // every connection is open); static std::string describe(session&) (appended to "slice ok");
 // static bool expected_failure(const weft::error&, const std::string& victim_text);
 // static void rebuild_settings(config&, session&) (what a new world over the same store needs).
+//
+// Every transport's ranks meet at weft-run's WEFT_STORE through the TCP store (what the failure
+// scenarios at start-up watch), not through the file store weft-run also names.
 #pragma once
 
 #include "../collective_cases.hpp"
 #include "survivors.hpp"
 
+#include <weft/bootstrap/tcp_meeting.hpp>
 #include <weft/nonblocking.hpp>
 
 #include <algorithm>

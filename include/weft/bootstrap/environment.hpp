@@ -4,14 +4,16 @@
 // environment, so one binary runs unchanged under weft-run, mpirun, srun and torchrun:
 //
 //   launcher          rank / size                              rendezvous
-//   weft-run, weft    WEFT_RANK / WEFT_SIZE                    WEFT_STORE (host:port)
+//   weft-run, weft    WEFT_RANK / WEFT_SIZE                    WEFT_STORE (host:port) and
+//                                                              WEFT_STORE_PATH (a directory)
 //   Open MPI mpirun   OMPI_COMM_WORLD_RANK / _SIZE             WEFT_STORE (pass it with -x)
 //   MPICH (Hydra)     PMI_RANK / PMI_SIZE                      WEFT_STORE (pass it with -env)
 //   Slurm srun        SLURM_PROCID / SLURM_NTASKS              WEFT_STORE (exported)
 //   torchrun          RANK / WORLD_SIZE                        MASTER_ADDR:MASTER_PORT
 //
 // weft's own variables win over a launcher's. WEFT_STORE_PATH names a directory on a shared
-// filesystem to meet through instead of rank 0's TCP store. WEFT_SECRET is the per-job secret
+// filesystem to meet through: a program without a network store meets there, and where only it
+// is set, every program does (weft/bootstrap/rendezvous.hpp). WEFT_SECRET is the per-job secret
 // every connection must present; WEFT_BIND_ADDRESS the address this rank listens on.
 //
 // The job's identity keeps two jobs that meet at one WEFT_STORE or WEFT_STORE_PATH apart (a
@@ -42,7 +44,7 @@ struct launch {
   int local_size = -1;
   std::string
       launcher;       // which variables were read: "weft", "Open MPI", "MPICH", "Slurm", "torchrun"
-  std::string store;  // host:port of the TCP store rank 0 serves (empty when store_path is used)
+  std::string store;         // host:port of the network store rank 0 serves (rendezvous.hpp)
   std::string store_path;    // directory of a file store on a shared filesystem
   std::string secret;        // the per-job secret, empty when none was given
   std::string bind_address;  // where this rank listens; empty: chosen from the store's route
@@ -162,10 +164,11 @@ inline launch from_environment() {
                                             std::to_string(out.rank) + " of " +
                                             std::to_string(out.size) + " ranks");
   }
+  if (const char* path = detail::variable("WEFT_STORE_PATH")) out.store_path = path;
   if (const char* store = detail::variable("WEFT_STORE")) {
     out.store = store;
-  } else if (const char* path = detail::variable("WEFT_STORE_PATH")) {
-    out.store_path = path;
+  } else if (!out.store_path.empty()) {
+    // WEFT_STORE_PATH alone: the file store, whatever torchrun's variables say
   } else if (const char* host = detail::variable("MASTER_ADDR")) {
     const char* port = detail::variable("MASTER_PORT");
     out.store = std::string(host) + ":" + (port ? port : "29500");

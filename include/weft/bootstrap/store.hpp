@@ -1,8 +1,9 @@
 // weft/bootstrap/store.hpp — the key-value store ranks meet through.
 //
 // A transport publishes its address under a key and reads its peers' the same way. Two stores
-// come with weft: the TCP store rank 0 serves (weft/bootstrap/tcp_store.hpp, with the tcp
-// transport) and the file store (weft/bootstrap/file_store.hpp) for a shared filesystem.
+// come with weft: the TCP store rank 0 serves (weft/bootstrap/tcp_store.hpp, Boost.Asio) and
+// the file store (weft/bootstrap/file_store.hpp) for a shared filesystem; a session meets
+// through whichever its launch names (weft/bootstrap/rendezvous.hpp).
 // Keys are at most 1024 bytes, values at most 1 MiB.
 #pragma once
 
@@ -15,7 +16,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 
@@ -42,6 +42,9 @@ class store {
   }
   // Where the store is, for messages ("tcp store at 10.0.0.1:29500").
   virtual std::string describe() const = 0;
+  // The address of this host's interface that reaches the store over a network (where a rank
+  // listens unless told otherwise); empty for a store that is not reached over one.
+  virtual std::string local_address() const { return {}; }
 
   // What a failure watch (weft/bootstrap/failure_watch.hpp) asks of a store. A maker of new
   // connections to the same store, each for a thread of its own, trying until the deadline
@@ -80,29 +83,6 @@ inline void claim_rank(store& meeting, const std::string& key, int rank) {
                     std::to_string(rank) + "; check the launcher's rank variables (WEFT_RANK), and "
                     "give jobs that share a store their own WEFT_SECRET or key prefix");
   }
-}
-
-// The job's secret, which every connection between its ranks presents: rank 0 draws one (128
-// random bits, in hex) and sets it under "weft/secret"; the others read it, waiting until
-// `deadline`, then throw errc::timeout.
-inline std::string shared_secret(store& meeting, int rank, deadline_clock::time_point deadline) {
-  if (rank == 0) {
-    std::random_device entropy;
-    std::string secret;
-    for (int i = 0; i < 4; ++i) {
-      char piece[9];
-      std::snprintf(piece, sizeof piece, "%08x", entropy());
-      secret += piece;
-    }
-    meeting.set("weft/secret", secret);
-    return secret;
-  }
-  auto secret = meeting.get("weft/secret", deadline);
-  if (!secret) {
-    throw error(errc::timeout, "rank " + std::to_string(rank) + " timed out at start-up waiting for rank 0 in the " +
-                                   meeting.describe());
-  }
-  return *secret;
 }
 
 }  // namespace weft::bootstrap

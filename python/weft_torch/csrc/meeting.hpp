@@ -8,6 +8,7 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "weft/bootstrap/secret.hpp"
 #include "weft/detail/env.hpp"
 #include "weft/error.hpp"
 #include "weft/options.hpp"

@@ -37,7 +37,7 @@ class tcp_store final : public store {
         secret_(secret),
         where_(host + ":" + std::to_string(port)),
         socket_(io_) {
-    if (secret.size() > store_detail::max_secret_bytes) {
+    if (secret.size() > max_secret_bytes) {
       throw error(errc::invalid_argument, "WEFT_SECRET is longer than 256 bytes");
     }
     connect(deadline);
@@ -97,7 +97,7 @@ class tcp_store final : public store {
   bool closed_in_order() const override { return closed_in_order_; }
 
   // This side's address of the connection to the store: the interface that reaches rank 0.
-  std::string local_address() const {
+  std::string local_address() const override {
     boost::system::error_code failure;
     const auto local = socket_.local_endpoint(failure);
     return failure ? std::string("127.0.0.1") : local.address().to_string();

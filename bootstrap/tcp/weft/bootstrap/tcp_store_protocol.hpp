@@ -1,8 +1,10 @@
 // weft/bootstrap/tcp_store_protocol.hpp — what the tcp store's server and client share: the
-// wire constants (the protocol itself is in weft/bootstrap/tcp_store.hpp), the secret's
-// comparison, the log of refused connections, and running Asio until a deadline.
+// wire constants (the protocol itself is in weft/bootstrap/tcp_store.hpp; the secret's size and
+// comparison in weft/bootstrap/secret.hpp), the log of refused connections, and running Asio
+// until a deadline.
 #pragma once
 
+#include "weft/bootstrap/secret.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/little_endian.hpp"
 #include "weft/detail/owning_process.hpp"
@@ -47,20 +49,11 @@ inline constexpr char magic[8] = {'W', 'E', 'F', 'T', 'S', 'T', 'O', 'R'};
 inline constexpr std::uint32_t version = 2;
 // The answer to a waiting get when the server closes in order (in place of a value's size).
 inline constexpr std::uint32_t closing = 0xFFFFFFFFu;
-inline constexpr std::size_t max_secret_bytes = 256;
 inline constexpr std::size_t max_clients = 4096;
 inline constexpr auto hello_time = std::chrono::seconds(5);
 
 using weft::detail::get32;
 using weft::detail::put32;
-
-// Compares in time independent of where the first difference is.
-inline bool same_secret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char difference = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return difference == 0;
-}
 
 // Logs the first few rejected connections, then one line per thousand.
 class rejection_log {

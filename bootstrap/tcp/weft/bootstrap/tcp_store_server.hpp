@@ -122,7 +122,7 @@ class tcp_store_server {
                                 ", this store speaks " + std::to_string(store_detail::version));
           }
           const std::uint32_t secret_bytes = store_detail::get32(client->head.data() + 12);
-          if (secret_bytes > store_detail::max_secret_bytes)
+          if (secret_bytes > max_secret_bytes)
             return client->drop("oversized secret");
           client->body.resize(secret_bytes);
           store_detail::asio::async_read(
@@ -131,7 +131,7 @@ class tcp_store_server {
                 if (failure2) return client->drop("closed during the hello: " + failure2.message());
                 const std::string_view offered(reinterpret_cast<const char*>(client->body.data()),
                                                client->body.size());
-                if (!store_detail::same_secret(offered, secret_))
+                if (!same_secret(offered, secret_))
                   return client->drop("wrong secret: another job's rank, or a different WEFT_SECRET");
                 client->greeted = true;
                 client->timer.cancel();

@@ -40,6 +40,7 @@
 #pragma once
 
 #include "weft/bootstrap/session.hpp"
+#include "weft/bootstrap/tcp_meeting.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/request_handle.hpp"
 #include "weft/memory.hpp"

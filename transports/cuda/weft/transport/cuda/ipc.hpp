@@ -23,15 +23,12 @@
 // first copied into the sender's pool: by its stream, or, past WEFT_CUDA_STAGE_BYTES (4 MiB), in
 // pieces through two areas of the pool that the receiver empties in turn.
 //
-// Building: the session meets through the TCP store (Boost.Asio), whose executor traits nvcc's
-// front end parses only with BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES defined. This header defines
-// it under nvcc; define it for every file of the program (Meson's and pkg-config's weft-cuda
-// do), and include this header before anything that includes Boost.Asio.
+// Building: nothing beyond the CUDA toolkit; the session meets through the file store weft-run
+// names (WEFT_STORE_PATH). To meet at WEFT_STORE or torchrun's MASTER_ADDR instead, include
+// <weft/bootstrap/tcp_meeting.hpp> (Boost.Asio) after this header, and define
+// BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES for every file of the program: nvcc's front end parses
+// Asio's executor traits only so.
 #pragma once
-
-#if defined(__CUDACC__) && !defined(BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES)
-#define BOOST_ASIO_DISABLE_VARIABLE_TEMPLATES
-#endif
 
 #include "weft/communicator.hpp"
 #include "weft/detail/env.hpp"

@@ -8,6 +8,7 @@
 // through a pidfd. Ranks on different hosts are refused, naming both hosts.
 #pragma once
 
+#include "weft/bootstrap/secret.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/this_host.hpp"
 #include "weft/error.hpp"
@@ -183,7 +184,7 @@ class region_server {
           !read_all(client.get(), &length, sizeof length, deadline) || length > 4096)
         continue;
       std::string offered(length, '\0');
-      if (!read_all(client.get(), offered.data(), length, deadline) || offered != secret_) continue;
+      if (!read_all(client.get(), offered.data(), length, deadline) || !bootstrap::same_secret(offered, secret_)) continue;
       // The answer: how many descriptors and payload bytes, the descriptors attached, then the payload.
       std::uint32_t counts[2] = {static_cast<std::uint32_t>(offer_.descriptors.size()),
                                  static_cast<std::uint32_t>(offer_.payload.size())};

@@ -10,7 +10,8 @@
 
 #include "weft/bootstrap/failure_watch.hpp"
 #include "weft/bootstrap/store.hpp"
-#include "weft/bootstrap/tcp_store.hpp"
+#include "weft/bootstrap/secret.hpp"
+#include "weft/bootstrap/tcp_store_protocol.hpp"
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/owning_process.hpp"
 #include "weft/detail/request_handle.hpp"
@@ -48,7 +49,7 @@ class engine : public weft::detail::retiring<engine> {
       throw error(errc::invalid_argument, "tcp transport: rank " + std::to_string(rank) + " of " +
                                               std::to_string(size) + " ranks");
     }
-    if (settings.secret.size() > bootstrap::store_detail::max_secret_bytes) {
+    if (settings.secret.size() > bootstrap::max_secret_bytes) {
       throw error(errc::invalid_argument, "tcp transport: the secret is longer than 256 bytes");
     }
     connections_.resize(static_cast<std::size_t>(size));

@@ -9,7 +9,7 @@
 
 #include "weft/bootstrap/environment.hpp"
 #include "weft/bootstrap/store.hpp"
-#include "weft/bootstrap/tcp_store.hpp"
+#include "weft/bootstrap/secret.hpp"
 #include "weft/error.hpp"
 #include "weft/transport/tcp/engine.hpp"
 
@@ -177,11 +177,8 @@ inline void engine::listen(bootstrap::store& meeting) {
   std::string host = settings_.bind_address;
   if (host.empty()) {
     // The interface that reaches rank 0's store; with a file store, this host's own address.
-    if (auto* remote = dynamic_cast<bootstrap::tcp_store*>(&meeting)) {
-      host = remote->local_address();
-    } else {
-      host = own_address();
-    }
+    host = meeting.local_address();
+    if (host.empty()) host = own_address();
   }
   boost::system::error_code failure;
   const auto ip = asio::ip::make_address(host, failure);
@@ -379,7 +376,7 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
         if (peer < static_cast<std::uint32_t>(size_) && connections_[peer])
           return reject("rank " + std::to_string(peer) + " is already connected");
         const std::uint32_t secret_bytes = get32(in + 20);
-        if (secret_bytes > bootstrap::store_detail::max_secret_bytes)
+        if (secret_bytes > bootstrap::max_secret_bytes)
           return reject("oversized secret");
         state->secret.resize(secret_bytes);
         asio::async_read(
@@ -390,7 +387,7 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
                 return reject("closed before a whole hello (" + failure2.message() + ")");
               const std::string_view offered(reinterpret_cast<const char*>(state->secret.data()),
                                              state->secret.size());
-              if (!bootstrap::store_detail::same_secret(offered, settings_.secret)) {
+              if (!bootstrap::same_secret(offered, settings_.secret)) {
                 return reject("wrong secret");
               }
               if (get32(state->fixed.data() + 16) != static_cast<std::uint32_t>(size_)) {

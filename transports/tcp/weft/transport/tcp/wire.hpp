@@ -8,7 +8,7 @@
 // notice with its reason), goodbye (an orderly close).
 #pragma once
 
-#include "weft/bootstrap/tcp_store.hpp"
+#include "weft/error.hpp"
 #include "weft/detail/little_endian.hpp"
 #include "weft/transport.hpp"
 

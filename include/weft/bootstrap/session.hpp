@@ -4,9 +4,9 @@
 //   auto job = weft::tcp::session::from_environment();   // = basic_session<tcp::transport, ...>
 //   weft::allreduce(job.comm(), std::span<float>(data), weft::sum{});
 //
-// It holds, in this order, the rendezvous (rank 0's TCP store, or the file store at
-// WEFT_STORE_PATH, and the job's secret), the transport built over it, and the world
-// communicator. A transport's config may take what the launch settled before the transport is
+// It holds, in this order, the rendezvous (the store rank 0 serves, or the file store at
+// WEFT_STORE_PATH, and the job's secret: weft/bootstrap/rendezvous.hpp), the transport built
+// over it, and the world communicator. A transport's config may take what the launch settled before the transport is
 // built by defining adopt(const bootstrap::launch&, const std::string& secret) (the TCP
 // transport takes the secret and the bind address).
 #pragma once
