@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""weft as its users consume it: (1) as a Meson subproject, through dependency('weft-inproc');
-(2) installed, through pkg-config; (3) installed, through CMake's find_package(weft CONFIG) and
-its targets (weft::inproc, and weft::tcp, weft::ofi and weft::nonblocking where this build has them). Each builds
-and runs a small allreduce program.
+"""weft as its users consume it, outside this build: (1) as a Meson subproject, through
+dependency('weft-inproc'); (2) installed (meson install), with the README's compiler line per
+component (`pkg-config --cflags --libs weft-<component>`); (3) installed, through CMake's
+find_package(weft CONFIG COMPONENTS ...) and a target per component. Every component this build
+installs is built and run: a transport's program runs as 2 processes under the installed
+weft-run where it crosses processes; CUDA's says whether a GPU is there (it runs either way).
 
 usage: consumers.py <source-root> <c++ compiler>
 """
@@ -27,6 +29,66 @@ int main() {
 }
 """
 
+# A session's program: 2 ranks allreduce rank+1; exit 0 when both hold 3.
+SESSION = r"""
+%s
+#include <weft/weft.hpp>
+#include <cstdio>
+#include <vector>
+int main() {
+  auto job = %s::from_environment();
+  std::vector<int> data(1000, job.comm().rank() + 1);
+  weft::allreduce(job.comm(), std::span<int>(data));
+  std::printf("rank %%d: %%d\n", job.comm().rank(), data[999]);
+  return data[999] == 3 ? 0 : 1;
+}
+"""
+
+SIM = r"""
+#include <weft/transport/sim.hpp>
+#include <weft/weft.hpp>
+#include <vector>
+int main() {
+  auto machine = weft::sim::fabric::uniform(4, {.gbit_per_s = 100, .latency_us = 1});
+  int wrong = 0;
+  auto measured = weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
+    std::vector<float> data(1024, 1.0f);
+    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+    if (data[0] != 4.0f) ++wrong;
+  });
+  return wrong == 0 && measured.seconds > 0 ? 0 : 1;
+}
+"""
+
+CUDA = r"""
+#include <weft/transport/cuda.hpp>
+#include <cstdio>
+int main() {
+  const std::string why = weft::cuda::why_no_device();
+  std::printf("weft-cuda: %s\n", why.empty() ? "a CUDA device is here" : why.c_str());
+  return 0;
+}
+"""
+
+# component -> (source, file suffix, pkg-config names, environment for weft-run or None)
+COMPONENTS = {
+    "inproc": (PROGRAM, "cpp", ["weft-inproc"], None),
+    "sim": (SIM, "cpp", ["weft-sim"], None),
+    "tcp": (SESSION % ("#include <weft/transport/tcp.hpp>", "weft::tcp::session"), "cpp", ["weft-tcp"], {}),
+    "shm": (SESSION % ("#include <weft/transport/shm.hpp>", "weft::shm::session"), "cpp", ["weft-shm"], {}),
+    "ofi": (SESSION % ("#include <weft/transport/ofi.hpp>", "weft::ofi::session"), "cpp", ["weft-ofi"],
+            {"WEFT_OFI_PROVIDER": "tcp;ofi_rxm", "WEFT_OFI_QUIET": "1"}),
+    "tiered": (SESSION % ("#include <weft/bootstrap/tiered_session.hpp>\n#include <weft/transport/shm.hpp>\n"
+                          "#include <weft/transport/tcp.hpp>",
+                          "weft::tiered_session<weft::shm::transport, weft::tcp::transport>"),
+               "cpp", ["weft-shm", "weft-tcp"], {}),
+    "nonblocking": (PROGRAM.replace("#include <weft/weft.hpp>", "#include <weft/weft.hpp>\n#include <weft/nonblocking.hpp>")
+                    .replace("weft::allreduce(comm, std::span<int>(data));",
+                             "weft::iallreduce(comm, std::span<int>(data)).wait();"),
+                    "cpp", ["weft-nonblocking", "weft-inproc"], None),
+    "cuda": (CUDA, "cu", ["weft-cuda"], None),
+}
+
 
 def run(command, **kwargs):
     result = subprocess.run(command, capture_output=True, text=True, **kwargs)
@@ -37,49 +99,70 @@ def run(command, **kwargs):
     return result.stdout
 
 
-TRANSPORT_PROGRAMS = {
-    "tcp": "#include <weft/transport/tcp.hpp>\n#include <cstdio>\nint main() {\n"
-           "  std::printf(\"%s\\n\", weft::tcp::config{}.local_congestion.c_str());\n}\n",
-    "ofi": "#include <weft/transport/ofi.hpp>\n#include <cstdio>\nint main() {\n"
-           "  std::printf(\"%s\\n\", weft::ofi::config{}.prefix.c_str());\n}\n",
-    "nonblocking": PROGRAM.replace("#include <weft/weft.hpp>", "#include <weft/weft.hpp>\n#include <weft/nonblocking.hpp>")
-                          .replace("weft::allreduce(comm, std::span<int>(data));",
-                                   "weft::iallreduce(comm, std::span<int>(data)).wait();"),
-}
+def run_program(binary, prefix, launch):
+    """Runs a consumer's program: alone, or as 2 ranks under the installed weft-run."""
+    if launch is None:
+        return run([binary])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEFT_")}
+    env.update(launch)
+    return run([sys.executable, os.path.join(prefix, "bin", "weft-run"), "-n", "2", "--timeout", "120", "--", binary],
+               env=env)
 
 
-def cmake_user(work, prefix, compiler):
-    """A CMake project that finds the installed weft and links its targets."""
+def installed_components(prefix):
+    """The components whose pkg-config file the installation holds."""
+    found = os.listdir(os.path.join(prefix, "share", "pkgconfig"))
+    have = [name for name, (_, _, pcs, _) in COMPONENTS.items() if all(pc + ".pc" in found for pc in pcs)]
+    if "cuda" in have and shutil.which("nvcc") is None:
+        print("SKIP the cuda component's programs: nvcc is not on PATH")
+        have.remove("cuda")
+    return have
+
+
+def pkg_config_users(work, prefix, compiler, components):
+    """The README's line per component: <compiler> -std=c++20 app $(pkg-config --cflags --libs ...)."""
+    env = dict(os.environ)
+    env["PKG_CONFIG_PATH"] = os.path.join(prefix, "share", "pkgconfig")
+    for name in components:
+        source_text, suffix, pcs, launch = COMPONENTS[name]
+        source = os.path.join(work, "pc_%s.%s" % (name, suffix))
+        with open(source, "w") as out:
+            out.write(source_text)
+        flags = run(["pkg-config", "--cflags", "--libs"] + pcs, env=env).split()
+        binary = os.path.join(work, "pc_" + name)
+        tool = ["nvcc", "-std=c++20"] if suffix == "cu" else [compiler, "-std=c++20"]
+        run(tool + [source, "-o", binary] + flags)
+        output = run_program(binary, prefix, launch)
+        print("installed + pkg-config %s: built and ran%s" % (" ".join(pcs), (": " + output.strip().splitlines()[-1]) if output.strip() else ""))
+
+
+def cmake_user(work, prefix, compiler, components):
+    """A CMake project that finds the installed weft and links a target per component."""
     if shutil.which("cmake") is None:
         print("FAILED: cmake is not installed (Debian: cmake); the CMake package was not tested")
         sys.exit(1)
-    components = [name for name in ("tcp", "ofi")
-                  if os.path.exists(os.path.join(prefix, "include", "weft", "transport", name + ".hpp"))]
-    if os.path.exists("/usr/include/boost/context/fiber.hpp"):
-        components.append("nonblocking")
     user = os.path.join(work, "cmake-user")
     os.makedirs(user)
-    with open(os.path.join(user, "user.cpp"), "w") as out:
-        out.write(PROGRAM)
     lines = ["cmake_minimum_required(VERSION 3.16)", "project(user CXX)",
-             "find_package(weft 0.1 CONFIG REQUIRED COMPONENTS inproc %s)" % " ".join(components),
-             "add_executable(user user.cpp)", "target_link_libraries(user PRIVATE weft::inproc)"]
+             "find_package(weft 0.1 CONFIG REQUIRED COMPONENTS %s)" % " ".join(components)]
     for name in components:
-        with open(os.path.join(user, name + ".cpp"), "w") as out:
-            out.write(TRANSPORT_PROGRAMS[name])
-        lines += ["add_executable(user_%s %s.cpp)" % (name, name),
-                  "target_link_libraries(user_%s PRIVATE weft::%s%s)"
-                  % (name, name, " weft::inproc" if name == "nonblocking" else "")]
+        source_text, suffix, _, _ = COMPONENTS[name]
+        source_name = "%s.%s" % (name, suffix)
+        if suffix == "cu":  # weft's CUDA headers are compiled by nvcc: a CUDA source
+            lines += ["enable_language(CUDA)", "set(CMAKE_CUDA_STANDARD 20)", "set(CMAKE_CUDA_ARCHITECTURES 90)"]
+        with open(os.path.join(user, source_name), "w") as out:
+            out.write(source_text)
+        extra = " weft::inproc" if name == "nonblocking" else ""
+        lines += ["add_executable(user_%s %s)" % (name, source_name),
+                  "target_link_libraries(user_%s PRIVATE weft::%s%s)" % (name, name, extra)]
     with open(os.path.join(user, "CMakeLists.txt"), "w") as out:
         out.write("\n".join(lines) + "\n")
     build = os.path.join(user, "build")
     run(["cmake", "-S", user, "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix, "-DCMAKE_CXX_COMPILER=" + compiler])
     run(["cmake", "--build", build])
-    run([os.path.join(build, "user")])
     for name in components:
-        run([os.path.join(build, "user_" + name)])
-    print("installed + CMake find_package: built and ran weft::inproc" +
-          "".join(", weft::" + name for name in components))
+        run_program(os.path.join(build, "user_" + name), prefix, COMPONENTS[name][3])
+    print("installed + CMake find_package: built and ran " + ", ".join("weft::" + name for name in components))
 
     # A component this installation does not have is refused at configure time, saying so.
     wrong = os.path.join(work, "cmake-wrong")
@@ -98,6 +181,8 @@ def cmake_user(work, prefix, compiler):
 
 def main():
     source, compiler = sys.argv[1], sys.argv[2]
+    if shutil.which("nvcc") is None and os.path.exists("/usr/local/cuda/bin/nvcc"):
+        os.environ["PATH"] += ":/usr/local/cuda/bin"
     with tempfile.TemporaryDirectory() as work:
         # 1. subproject
         user = os.path.join(work, "user")
@@ -120,19 +205,16 @@ def main():
         run(["meson", "setup", build, source, "--prefix", prefix, "-Dtests=false", "-Dtorch=disabled",
              "-Dexamples=false", "-Dbenchmarks=false"])
         run(["meson", "install", "-C", build])
-        env = dict(os.environ)
-        env["PKG_CONFIG_PATH"] = os.path.join(prefix, "share", "pkgconfig")
-        flags = run(["pkg-config", "--cflags", "--libs", "weft"], env=env).split()
-        program = os.path.join(work, "installed.cpp")
-        with open(program, "w") as out:
-            out.write(PROGRAM)
-        binary = os.path.join(work, "installed")
-        run([compiler, "-std=c++20", program, "-o", binary] + flags)
-        run([binary])
-        print("installed + pkg-config: built and ran")
+        components = installed_components(prefix)
+        print("installed components: " + " ".join(components))
+        for needed in ("inproc", "sim"):
+            if needed not in components:
+                print("FAILED: the installation has no pkg-config file for weft-" + needed)
+                sys.exit(1)
+        pkg_config_users(work, prefix, compiler, components)
 
         # 3. installed, found with CMake
-        cmake_user(work, prefix, compiler)
+        cmake_user(work, prefix, compiler, components)
 
 
 if __name__ == "__main__":
