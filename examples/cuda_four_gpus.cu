@@ -1,4 +1,4 @@
-// Seed 003's program with weft: one process drives four GPUs. A communicator per rank, one
+// NCCL's single-process example with weft: one process drives four GPUs. A communicator per rank, one
 // allreduce issued on every rank in turn from this one thread, and nothing is finished until
 // the host synchronizes each rank's stream. NCCL's call is in a comment above each weft call.
 //
@@ -27,12 +27,12 @@ int main() {
     return 77;
   }
   constexpr int ranks = 4;
-  constexpr std::size_t size = 32 * 1024 * 1024;  // floats per rank, as in the seed
+  constexpr std::size_t size = 32 * 1024 * 1024;  // floats per rank, as in NCCL's example
   std::vector<int> devs;
   for (int i = 0; i < ranks; ++i) devs.push_back(i % visible);
 
   try {
-    // Buffers and streams, as the seed's program has them.
+    // Buffers and streams, as NCCL's example has them.
     std::vector<float*> sendbuff(ranks), recvbuff(ranks);
     std::vector<cudaStream_t> s(ranks);
     for (int i = 0; i < ranks; ++i) {

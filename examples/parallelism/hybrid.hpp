@@ -1,4 +1,4 @@
-// hybrid.hpp — seed 003's hybrid: tensor parallel 4 x pipeline parallel 2 on the 8 GPUs of a
+// hybrid.hpp — a hybrid: tensor parallel 4 x pipeline parallel 2 on the 8 GPUs of a
 // node, and data parallel across nodes (the "3D" layout large models train with).
 //
 // Ranks 0-3 of a node are pipeline stage 0 and ranks 4-7 stage 1; within a stage the 4 ranks

@@ -1,4 +1,4 @@
-// parallelism — what data, tensor, pipeline and expert parallelism and seed 003's hybrid put on
+// parallelism — what data, tensor, pipeline and expert parallelism and a hybrid of them put on
 // a machine's links, measured on weft's own collectives.
 //
 //   parallelism [nodes (default 2)]

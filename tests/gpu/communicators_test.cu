@@ -1,5 +1,5 @@
 // weft::cuda::communicators on a GPU: one host thread issues each collective on every rank in
-// turn (seed 003's loop), then synchronizes; every collective x algorithm for 1-5 ranks sharing
+// turn (NCCL's single-process loop), then synchronizes; every collective x algorithm for 1-5 ranks sharing
 // the visible GPUs, every element type and reduction on allreduce, results bitwise equal on
 // every rank and to a host reference; a rank that never issues its call (synchronize's timeout
 // names it) and abort. Skipped (exit 77) without a GPU.

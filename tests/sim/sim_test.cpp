@@ -420,7 +420,7 @@ TEST_CASE("machines: on two NVL72 racks, hierarchical keeps the allreduce's byte
   CHECK(tiers.seconds < flat.seconds);
 }
 
-// The parallelism examples' strategies (examples/parallelism/), on the machines the seeds
+// The parallelism examples' strategies (examples/parallelism/), on the machines people
 // compare: what they claim, measured.
 #include "../../examples/parallelism/expert_parallel.hpp"
 #include "../../examples/parallelism/pipeline_parallel.hpp"

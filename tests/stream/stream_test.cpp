@@ -30,7 +30,7 @@ void synchronize_all(world_t& ranks) {
   for (int i = 0; i < ranks.size(); ++i) ranks.synchronize(i, 60s);
 }
 
-// Seed 003's loop: one host thread issues the allreduce on every rank in turn, and nothing is
+// NCCL's single-process loop: one host thread issues the allreduce on every rank in turn, and nothing is
 // finished until each rank's stream is synchronized.
 template <class T, class Op, class Algorithm>
 void one_thread_allreduce(int p, std::size_t count, Op op, failures& sink) {
@@ -73,7 +73,7 @@ std::string timeout_without(std::vector<stream_comm>& comms, std::vector<std::ve
 
 }  // namespace
 
-TEST_CASE("stream: one thread issues allreduce on every rank in turn (seed 003's loop)") {
+TEST_CASE("stream: one thread issues allreduce on every rank in turn (NCCL's single-process loop)") {
   failures sink;
   for (int p = 1; p <= 5; ++p) {
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
