@@ -83,11 +83,12 @@ class rendezvous {
     if (where.job.empty()) return std::filesystem::path(where.store_path) / "job";
     std::string name = "job-";
     for (const char c : where.job) {
-      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                         c == '.' || c == '-' || c == '_';
+      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
       name += plain ? c : '_';
     }
-    if (name.size() > 64 || name != "job-" + where.job) name = name.substr(0, 40) + "-" + short_hash(where.job);
+    if (name.size() > 64 || name != "job-" + where.job)
+      name = name.substr(0, 40) + "-" + short_hash(where.job);
     return std::filesystem::path(where.store_path) / name;
   }
 
@@ -96,13 +97,15 @@ class rendezvous {
     const std::string who = "rank " + std::to_string(where.rank) +
                             (where.launcher.empty() ? std::string() : " (" + where.launcher + ")");
     if (where.store.empty()) {
-      return who + " has no rendezvous: set WEFT_STORE=host:port (the address rank 0 serves its store on) "
-                   "or WEFT_STORE_PATH=<shared directory>";
+      return who +
+             " has no rendezvous: set WEFT_STORE=host:port (the address rank 0 serves its "
+             "store on) or WEFT_STORE_PATH=<shared directory>";
     }
-    return who + " is to meet at the store " + where.store + ", but this program has no network store: "
-                 "include <weft/bootstrap/tcp_meeting.hpp> (the TCP store; Boost.Asio, Meson "
-                 "dependency('weft-bootstrap-tcp')), or meet through a file store: "
-                 "WEFT_STORE_PATH=<a directory every rank can write>";
+    return who + " is to meet at the store " + where.store +
+           ", but this program has no network store: "
+           "include <weft/bootstrap/tcp_meeting.hpp> (the TCP store; Boost.Asio, Meson "
+           "dependency('weft-bootstrap-tcp')), or meet through a file store: "
+           "WEFT_STORE_PATH=<a directory every rank can write>";
   }
 
   // A file store's job leaves it at a normal end (not while an exception unwinds the rank: the

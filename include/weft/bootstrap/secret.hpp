@@ -70,7 +70,8 @@ inline std::string shared_secret(store& meeting, int rank, deadline_clock::time_
   }
   auto secret = meeting.get("weft/secret", deadline);
   if (!secret) {
-    throw error(errc::timeout, "rank " + std::to_string(rank) + " timed out at start-up waiting for rank 0 in the " +
+    throw error(errc::timeout, "rank " + std::to_string(rank) +
+                                   " timed out at start-up waiting for rank 0 in the " +
                                    meeting.describe());
   }
   return *secret;

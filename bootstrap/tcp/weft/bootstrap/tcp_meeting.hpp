@@ -25,7 +25,8 @@ namespace weft::bootstrap {
 
 // Opens the TCP store at where.store for where.rank; rank 0 serves it first, on the address the
 // others are told to use (a host name: every interface).
-inline opened_store open_tcp_store(const launch& where, const std::string& secret, deadline_clock::time_point deadline) {
+inline opened_store open_tcp_store(const launch& where, const std::string& secret,
+                                   deadline_clock::time_point deadline) {
   auto [host, port] = split_address(where.store);
   opened_store opened;
   if (where.rank == 0) {
