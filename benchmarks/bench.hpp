@@ -53,7 +53,8 @@ struct measurement {
 // median of those. The result is checked after the first timed call; inputs a call overwrites
 // are restored outside the timed region.
 template <class Work, class Barrier, class Once, class Slowest>
-measurement time_calls(const settings& options, Work& work, Barrier&& barrier, Once&& once, Slowest&& slowest) {
+measurement time_calls(const settings& options, Work& work, Barrier&& barrier, Once&& once,
+                       Slowest&& slowest) {
   for (int i = 0; i < options.warmup; ++i) {
     once();
     if (work.overwrites_input()) work.fill();
@@ -68,7 +69,8 @@ measurement time_calls(const settings& options, Work& work, Barrier&& barrier, O
     const double seconds = std::chrono::duration<double>(end - start).count();
     if (!options.trace.empty()) {
       auto nanoseconds = [](auto when) {
-        return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count());
+        return static_cast<long long>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count());
       };
       result.calls.push_back({nanoseconds(start), nanoseconds(end)});
     }
@@ -102,11 +104,15 @@ void call_weft(Comm& comm, Work& work) {
   const std::span<const T> input(work.in);
   const std::span<T> output(work.out);
   if (collective == "allreduce") {
-    if (in_place) weft::allreduce(comm, std::span<T>(work.in), op);
-    else weft::allreduce(comm, input, output, op);
+    if (in_place)
+      weft::allreduce(comm, std::span<T>(work.in), op);
+    else
+      weft::allreduce(comm, input, output, op);
   } else if (collective == "reduce") {
-    if (in_place) weft::reduce(comm, std::span<T>(work.in), op, root);
-    else weft::reduce(comm, input, output, op, root);
+    if (in_place)
+      weft::reduce(comm, std::span<T>(work.in), op, root);
+    else
+      weft::reduce(comm, input, output, op, root);
   } else if (collective == "reduce_scatter") {
     weft::reduce_scatter(comm, input, output, op);
   } else if (collective == "broadcast") {
@@ -142,17 +148,18 @@ measurement measure(Comm& comm, const std::string& collective, std::size_t count
   using memory_type = typename Comm::memory_type;
   using storage = std::conditional_t<std::is_base_of_v<weft::host_memory, memory_type>,
                                      weft::allocator<T, memory_type>, std::allocator<T>>;
-  workload<T, Op, storage> work(collective, count, in_place, comm.size(), comm.rank(), options.root, op,
-                                storage_for<storage>(comm.memory()));
+  workload<T, Op, storage> work(collective, count, in_place, comm.size(), comm.rank(), options.root,
+                                op, storage_for<storage>(comm.memory()));
   auto once = [&] { call_weft(comm, work); };
   auto slowest = [&](double seconds) {
     double result = 0;
-    weft::allreduce(comm, std::span<const double>(&seconds, 1), std::span<double>(&result, 1), weft::max{},
-                    weft::recursive_doubling{});
+    weft::allreduce(comm, std::span<const double>(&seconds, 1), std::span<double>(&result, 1),
+                    weft::max{}, weft::recursive_doubling{});
     return result;
   };
   try {
-    return time_calls(options, work, [&] { weft::barrier(comm); }, once, slowest);
+    return time_calls(
+        options, work, [&] { weft::barrier(comm); }, once, slowest);
   } catch (const weft::error& failure) {
     // WEFT_ALGO refused the algorithm for this collective on every rank before anything was
     // sent; with --collective all the others still run.
@@ -229,10 +236,10 @@ inline std::vector<std::size_t> sizes_of(const settings& options) {
 
 inline void print_columns(const std::string& collective) {
   std::printf("#\n# collective: %s\n#%10s %12s %8s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n",
-              collective.c_str(), "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
-              "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("#%10s %12s %8s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-              "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+              collective.c_str(), "size", "count", "type", "redop", "root", "time", "algbw",
+              "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("#%10s %12s %8s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)",
+              "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
 inline void print_form(const std::optional<form_result>& form) {
@@ -241,8 +248,10 @@ inline void print_form(const std::optional<form_result>& form) {
     return;
   }
   std::printf("   %9.1f %8.2f %8.2f", form->time_us, form->algbw, form->busbw);
-  if (form->wrong < 0) std::printf(" %6s", "N/A");
-  else std::printf(" %6lld", form->wrong);
+  if (form->wrong < 0)
+    std::printf(" %6s", "N/A");
+  else
+    std::printf(" %6lld", form->wrong);
 }
 
 // The sweep every program here shares: for each collective and size, measure(collective, count,
@@ -254,8 +263,9 @@ inline void print_form(const std::optional<form_result>& form) {
 // first timed row, whichever library is measured.
 inline constexpr std::chrono::milliseconds warm_up_time{200};
 template <class Measure, class HasForm, class SumAcross>
-void sweep(const settings& options, std::size_t element_size, int p, int rank, const std::vector<std::string>& collectives,
-           Measure&& measure_form, HasForm&& has_form, SumAcross&& sum_across, summary& totals) {
+void sweep(const settings& options, std::size_t element_size, int p, int rank,
+           const std::vector<std::string>& collectives, Measure&& measure_form, HasForm&& has_form,
+           SumAcross&& sum_across, summary& totals) {
   const auto sizes = sizes_of(options);
   // --trace: every rank opens its file first, and all give up together if one cannot.
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> trace(nullptr, &std::fclose);
@@ -266,26 +276,33 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
     if (unwritable[0] > 0) {
       throw std::invalid_argument("--trace: " + std::to_string(unwritable[0]) +
                                   " rank(s) cannot write " + options.trace + ".<rank>" +
-                                  (trace ? "" : " (rank " + std::to_string(rank) + ": " + path + ": " + std::strerror(errno) + ")"));
+                                  (trace ? ""
+                                         : " (rank " + std::to_string(rank) + ": " + path + ": " +
+                                               std::strerror(errno) + ")"));
     }
-    std::fprintf(trace.get(), "# collective bytes form iteration start_ns end_ns (rank %d of %d)\n", rank, p);
+    std::fprintf(trace.get(), "# collective bytes form iteration start_ns end_ns (rank %d of %d)\n",
+                 rank, p);
   }
   std::optional<progress> shown;
   if (rank == 0) shown.emplace(collectives.size() * sizes.size());
   for (const auto& collective : collectives) {
     if (rooted(collective) && options.root >= p) {
-      throw std::invalid_argument(std::string(program_name) + ": root " + std::to_string(options.root) +
-                                  " is not a rank of " + std::to_string(p));
+      throw std::invalid_argument(std::string(program_name) + ": root " +
+                                  std::to_string(options.root) + " is not a rank of " +
+                                  std::to_string(p));
     }
     if (rank == 0) print_columns(collective);
-    auto count_of = [&](std::size_t bytes) { return element_count(collective, bytes, element_size, p); };
+    auto count_of = [&](std::size_t bytes) {
+      return element_count(collective, bytes, element_size, p);
+    };
     settings warm_up = options;
     warm_up.iterations = 1;
     warm_up.check = false;
     const bool first_form_in_place = !has_form(collective, false);
     try {
       for (const std::size_t bytes : {sizes.back(), sizes.front()}) {
-        if (options.warmup > 0 && count_of(bytes) > 0) measure_form(collective, count_of(bytes), first_form_in_place, warm_up);
+        if (options.warmup > 0 && count_of(bytes) > 0)
+          measure_form(collective, count_of(bytes), first_form_in_place, warm_up);
       }
       // Then the smallest size again until warm_up_time has passed on the ranks (on average,
       // so that every rank takes the same decision): right after start-up, ranks a launcher
@@ -294,9 +311,11 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
       const std::size_t smallest = count_of(sizes.front());
       const auto started = std::chrono::steady_clock::now();
       while (options.warmup > 0 && smallest > 0) {
-        const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
-        const auto average = sum_across(std::array<std::size_t, 2>{static_cast<std::size_t>(waited.count()), 0})[0] /
-                             static_cast<std::size_t>(p);
+        const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::steady_clock::now() - started);
+        const auto average =
+            sum_across(std::array<std::size_t, 2>{static_cast<std::size_t>(waited.count()), 0})[0] /
+            static_cast<std::size_t>(p);
         if (std::chrono::microseconds(average) >= warm_up_time) break;
         measure_form(collective, smallest, first_form_in_place, warm_up);
       }
@@ -311,11 +330,13 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
       if (shown) shown->point(collective, bytes);
       const std::size_t count = count_of(bytes);
       if (count == 0) continue;
-      row line{collective, count * element_size, count, rooted(collective) ? options.root : -1, {}, {}};
+      row line{collective, count * element_size, count, rooted(collective) ? options.root : -1, {},
+               {}};
       std::optional<measurement> forms[2];
       try {
         for (int form = 0; form < 2; ++form) {
-          if (has_form(collective, form == 1)) forms[form] = measure_form(collective, count, form == 1, options);
+          if (has_form(collective, form == 1))
+            forms[form] = measure_form(collective, count, form == 1, options);
         }
       } catch (const skipped& reason) {
         if (rank == 0) {
@@ -328,11 +349,12 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
         if (!forms[form]) continue;
         const auto& calls = forms[form]->calls;
         for (std::size_t i = 0; i < calls.size(); ++i) {
-          std::fprintf(trace.get(), "%s %zu %s %zu %lld %lld\n", collective.c_str(), count * element_size,
-                       form == 1 ? "in" : "out", i, calls[i][0], calls[i][1]);
+          std::fprintf(trace.get(), "%s %zu %s %zu %lld %lld\n", collective.c_str(),
+                       count * element_size, form == 1 ? "in" : "out", i, calls[i][0], calls[i][1]);
         }
       }
-      std::array<std::size_t, 2> wrong{forms[0] ? forms[0]->wrong : 0, forms[1] ? forms[1]->wrong : 0};
+      std::array<std::size_t, 2> wrong{forms[0] ? forms[0]->wrong : 0,
+                                       forms[1] ? forms[1]->wrong : 0};
       wrong = sum_across(wrong);
       if (rank != 0) continue;
       const double size = static_cast<double>(line.bytes);
@@ -342,7 +364,8 @@ void sweep(const settings& options, std::size_t element_size, int p, int rank, c
         result.time_us = forms[form]->seconds * 1e6;
         result.algbw = size / forms[form]->seconds / 1e9;
         result.busbw = result.algbw * bus_factor(collective, p);
-        result.wrong = options.check ? static_cast<long long>(wrong[static_cast<std::size_t>(form)]) : -1;
+        result.wrong =
+            options.check ? static_cast<long long>(wrong[static_cast<std::size_t>(form)]) : -1;
         totals.wrong += wrong[static_cast<std::size_t>(form)];
         (form == 0 ? line.out_of_place : line.in_place) = result;
       }
@@ -370,8 +393,8 @@ void run_typed(Comm& comm, const settings& options, Op op, summary& totals) {
       },
       [&](std::array<std::size_t, 2> wrong) {
         std::array<std::size_t, 2> total{};
-        weft::allreduce(comm, std::span<const std::size_t>(wrong), std::span<std::size_t>(total), weft::sum{},
-                        weft::recursive_doubling{});
+        weft::allreduce(comm, std::span<const std::size_t>(wrong), std::span<std::size_t>(total),
+                        weft::sum{}, weft::recursive_doubling{});
         return total;
       },
       totals);
@@ -382,23 +405,38 @@ template <class Function>
 void with_type_and_op(const settings& options, Function&& fn) {
   auto with_op = [&](auto type) {
     const std::string& op = options.op;
-    if (op == "sum") fn(type, weft::sum{});
-    else if (op == "prod") fn(type, weft::prod{});
-    else if (op == "max") fn(type, weft::max{});
-    else if (op == "min") fn(type, weft::min{});
-    else fn(type, weft::avg{});
+    if (op == "sum")
+      fn(type, weft::sum{});
+    else if (op == "prod")
+      fn(type, weft::prod{});
+    else if (op == "max")
+      fn(type, weft::max{});
+    else if (op == "min")
+      fn(type, weft::min{});
+    else
+      fn(type, weft::avg{});
   };
   const std::string& type = options.type;
-  if (type == "int8") with_op(std::type_identity<std::int8_t>{});
-  else if (type == "uint8") with_op(std::type_identity<std::uint8_t>{});
-  else if (type == "int32") with_op(std::type_identity<std::int32_t>{});
-  else if (type == "uint32") with_op(std::type_identity<std::uint32_t>{});
-  else if (type == "int64") with_op(std::type_identity<std::int64_t>{});
-  else if (type == "uint64") with_op(std::type_identity<std::uint64_t>{});
-  else if (type == "half") with_op(std::type_identity<weft::half>{});
-  else if (type == "double") with_op(std::type_identity<double>{});
-  else if (type == "bfloat16") with_op(std::type_identity<weft::bfloat16>{});
-  else with_op(std::type_identity<float>{});
+  if (type == "int8")
+    with_op(std::type_identity<std::int8_t>{});
+  else if (type == "uint8")
+    with_op(std::type_identity<std::uint8_t>{});
+  else if (type == "int32")
+    with_op(std::type_identity<std::int32_t>{});
+  else if (type == "uint32")
+    with_op(std::type_identity<std::uint32_t>{});
+  else if (type == "int64")
+    with_op(std::type_identity<std::int64_t>{});
+  else if (type == "uint64")
+    with_op(std::type_identity<std::uint64_t>{});
+  else if (type == "half")
+    with_op(std::type_identity<weft::half>{});
+  else if (type == "double")
+    with_op(std::type_identity<double>{});
+  else if (type == "bfloat16")
+    with_op(std::type_identity<weft::bfloat16>{});
+  else
+    with_op(std::type_identity<float>{});
 }
 
 template <class Comm>
@@ -421,32 +459,40 @@ inline double average_busbw(const summary& totals) {
   return points ? sum / points : 0.0;
 }
 
-inline void write_json(const settings& options, const std::string& system, const std::string& transport, const std::string& description,
-                       int ranks, const summary& totals) {
+inline void write_json(const settings& options, const std::string& system,
+                       const std::string& transport, const std::string& description, int ranks,
+                       const summary& totals) {
   std::FILE* file = std::fopen(options.json.c_str(), "w");
   if (file == nullptr) {
-    std::fprintf(stderr, "%s: cannot write %s: %s\n", program_name, options.json.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "%s: cannot write %s: %s\n", program_name, options.json.c_str(),
+                 std::strerror(errno));
     std::exit(1);
   }
-  std::fprintf(file,
-               "{\n  \"program\": \"%s\",\n  \"system\": \"%s\",\n  \"transport\": \"%s\",\n"
-               "  \"description\": \"%s\",\n  \"ranks\": %d,\n  \"type\": \"%s\",\n  \"op\": \"%s\",\n"
-               "  \"algorithm\": \"%s\",\n  \"iterations\": %d,\n  \"warmup\": %d,\n  \"results\": [",
-               program_name, system.c_str(), transport.c_str(), json_escape(description).c_str(), ranks, options.type.c_str(),
-               options.op.c_str(), options.algorithm.c_str(), options.iterations, options.warmup);
+  std::fprintf(
+      file,
+      "{\n  \"program\": \"%s\",\n  \"system\": \"%s\",\n  \"transport\": \"%s\",\n"
+      "  \"description\": \"%s\",\n  \"ranks\": %d,\n  \"type\": \"%s\",\n  \"op\": \"%s\",\n"
+      "  \"algorithm\": \"%s\",\n  \"iterations\": %d,\n  \"warmup\": %d,\n  \"results\": [",
+      program_name, system.c_str(), transport.c_str(), json_escape(description).c_str(), ranks,
+      options.type.c_str(), options.op.c_str(), options.algorithm.c_str(), options.iterations,
+      options.warmup);
   auto form = [&](const char* name, const std::optional<form_result>& result) {
     if (!result) {
       std::fprintf(file, "\"%s\": null", name);
       return;
     }
-    std::fprintf(file, "\"%s\": {\"time_us\": %.3f, \"algbw\": %.6f, \"busbw\": %.6f, \"wrong\": ", name,
+    std::fprintf(file,
+                 "\"%s\": {\"time_us\": %.3f, \"algbw\": %.6f, \"busbw\": %.6f, \"wrong\": ", name,
                  result->time_us, result->algbw, result->busbw);
-    if (result->wrong < 0) std::fprintf(file, "null}");
-    else std::fprintf(file, "%lld}", result->wrong);
+    if (result->wrong < 0)
+      std::fprintf(file, "null}");
+    else
+      std::fprintf(file, "%lld}", result->wrong);
   };
   for (std::size_t i = 0; i < totals.rows.size(); ++i) {
     const auto& line = totals.rows[i];
-    std::fprintf(file, "%s\n    {\"collective\": \"%s\", \"bytes\": %zu, \"count\": %zu, \"root\": %d, ",
+    std::fprintf(file,
+                 "%s\n    {\"collective\": \"%s\", \"bytes\": %zu, \"count\": %zu, \"root\": %d, ",
                  i ? "," : "", line.collective.c_str(), line.bytes, line.count, line.root);
     form("out_of_place", line.out_of_place);
     std::fprintf(file, ", ");
@@ -457,12 +503,14 @@ inline void write_json(const settings& options, const std::string& system, const
   for (std::size_t i = 0; i < totals.skipped.size(); ++i) {
     std::fprintf(file, "%s\"%s\"", i ? ", " : "", json_escape(totals.skipped[i]).c_str());
   }
-  std::fprintf(file, "],\n  \"wrong\": %zu,\n  \"avg_busbw\": %.6f\n}\n", totals.wrong, average_busbw(totals));
+  std::fprintf(file, "],\n  \"wrong\": %zu,\n  \"avg_busbw\": %.6f\n}\n", totals.wrong,
+               average_busbw(totals));
   std::fclose(file);
 }
 
 inline int print_footer(const summary& totals) {
-  std::printf("# Out of bounds values : %zu %s\n", totals.wrong, totals.wrong == 0 ? "OK" : "FAILED");
+  std::printf("# Out of bounds values : %zu %s\n", totals.wrong,
+              totals.wrong == 0 ? "OK" : "FAILED");
   std::printf("# Avg bus bandwidth    : %g\n", average_busbw(totals));
   std::printf("#\n");
   return totals.wrong == 0 ? 0 : 1;

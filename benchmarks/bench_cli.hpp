@@ -33,13 +33,21 @@ inline const std::vector<std::string>& collective_names() {
 }
 inline const std::vector<std::string>& algorithm_names() {
   static const std::vector<std::string> names = {
-      "automatic",          "ring",              "binomial_tree", "double_binary_tree",
-      "recursive_doubling", "recursive_halving", "bruck",         "pairwise",
-      "dissemination",      "direct",            "fused"};  // fused: transports that run collectives whole (cuda)
+      "automatic",
+      "ring",
+      "binomial_tree",
+      "double_binary_tree",
+      "recursive_doubling",
+      "recursive_halving",
+      "bruck",
+      "pairwise",
+      "dissemination",
+      "direct",
+      "fused"};  // fused: transports that run collectives whole (cuda)
   return names;
 }
 inline const std::vector<std::string>& type_names() {
-  static const std::vector<std::string> names = {"int8",  "uint8",  "int32", "uint32",   "int64",
+  static const std::vector<std::string> names = {"int8",   "uint8", "int32", "uint32", "int64",
                                                  "uint64", "half",  "float", "double", "bfloat16"};
   return names;
 }
@@ -84,24 +92,25 @@ inline std::string joined(const std::vector<std::string>& names) {
   const settings d;
   std::FILE* out = problem.empty() ? stdout : stderr;
   if (!problem.empty()) std::fprintf(out, "%s: %s\n", program_name, problem.c_str());
-  std::fprintf(out,
-               "usage: %s [flags]   (times the collectives as an nccl-tests table; defaults in brackets)\n"
-               "  --transport inproc|tcp|ofi|shm|cuda|cuda-ipc  [tcp under a launcher, else inproc]\n"
-               "  --ranks N           ranks of inproc and cuda [4]\n"
-               "  --collective NAME|all  [%s]   --algorithm NAME  [%s]\n"
-               "  -b MIN_BYTES -e MAX_BYTES -f FACTOR  the sizes [%zu, %zu, %zu]\n"
-               "  -n ITERS -w WARMUP  timed and untimed calls per size [%d, %d]\n"
-               "  -c 0|1              check every result [%d]\n"
-               "  -d TYPE -o OP -r ROOT  element type, reduction, root [%s, %s, %d]\n"
-               "  --json FILE         the results as JSON [none]\n"
-               "  --trace FILE        each rank's calls' start and end, to FILE.<rank> [none]\n"
-               "  --help              this text\n"
-               "  collectives: %s\n  algorithms:  %s\n  types:       %s\n  ops:         %s\n"
-               "  sizes take K, M and G suffixes (powers of 1024)\n",
-               program_name, d.collective.c_str(), d.algorithm.c_str(), d.min_bytes, d.max_bytes, d.factor,
-               d.iterations, d.warmup, d.check ? 1 : 0, d.type.c_str(), d.op.c_str(), d.root,
-               joined(accepted_collectives).c_str(), joined(accepted_algorithms).c_str(),
-               joined(type_names()).c_str(), joined(op_names()).c_str());
+  std::fprintf(
+      out,
+      "usage: %s [flags]   (times the collectives as an nccl-tests table; defaults in brackets)\n"
+      "  --transport inproc|tcp|ofi|shm|cuda|cuda-ipc  [tcp under a launcher, else inproc]\n"
+      "  --ranks N           ranks of inproc and cuda [4]\n"
+      "  --collective NAME|all  [%s]   --algorithm NAME  [%s]\n"
+      "  -b MIN_BYTES -e MAX_BYTES -f FACTOR  the sizes [%zu, %zu, %zu]\n"
+      "  -n ITERS -w WARMUP  timed and untimed calls per size [%d, %d]\n"
+      "  -c 0|1              check every result [%d]\n"
+      "  -d TYPE -o OP -r ROOT  element type, reduction, root [%s, %s, %d]\n"
+      "  --json FILE         the results as JSON [none]\n"
+      "  --trace FILE        each rank's calls' start and end, to FILE.<rank> [none]\n"
+      "  --help              this text\n"
+      "  collectives: %s\n  algorithms:  %s\n  types:       %s\n  ops:         %s\n"
+      "  sizes take K, M and G suffixes (powers of 1024)\n",
+      program_name, d.collective.c_str(), d.algorithm.c_str(), d.min_bytes, d.max_bytes, d.factor,
+      d.iterations, d.warmup, d.check ? 1 : 0, d.type.c_str(), d.op.c_str(), d.root,
+      joined(accepted_collectives).c_str(), joined(accepted_algorithms).c_str(),
+      joined(type_names()).c_str(), joined(op_names()).c_str());
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -113,13 +122,27 @@ inline std::optional<std::size_t> size_value(const char* text) {
   double scale = 1;
   if (end != text) {
     switch (*end) {
-      case 'K': case 'k': scale = 1024.0; ++end; break;
-      case 'M': case 'm': scale = 1024.0 * 1024; ++end; break;
-      case 'G': case 'g': scale = 1024.0 * 1024 * 1024; ++end; break;
-      default: break;
+      case 'K':
+      case 'k':
+        scale = 1024.0;
+        ++end;
+        break;
+      case 'M':
+      case 'm':
+        scale = 1024.0 * 1024;
+        ++end;
+        break;
+      case 'G':
+      case 'g':
+        scale = 1024.0 * 1024 * 1024;
+        ++end;
+        break;
+      default:
+        break;
     }
   }
-  if (end == text || *end != '\0' || errno != 0 || !(value >= 0) || value * scale > 1e15) return std::nullopt;
+  if (end == text || *end != '\0' || errno != 0 || !(value >= 0) || value * scale > 1e15)
+    return std::nullopt;
   return static_cast<std::size_t>(value * scale);
 }
 
@@ -166,25 +189,43 @@ inline settings parse(int argc, char** argv) {
       if (i + 1 >= argc) usage("missing value after " + flag);
       return argv[++i];
     };
-    if (flag == "-h" || flag == "--help") usage("");
-    else if (flag == "--transport" || flag == "-t") result.transport = value();
-    else if (flag == "--ranks" || flag == "-g") result.ranks = parse_int(flag, value(), 1);
-    else if (flag == "--collective") result.collective = value();
-    else if (flag == "--algorithm" || flag == "-a") result.algorithm = value();
-    else if (flag == "-b" || flag == "--minbytes") result.min_bytes = parse_size(flag, value());
-    else if (flag == "-e" || flag == "--maxbytes") result.max_bytes = parse_size(flag, value());
-    else if (flag == "-f" || flag == "--stepfactor") result.factor = static_cast<std::size_t>(parse_int(flag, value(), 2));
-    else if (flag == "-n" || flag == "--iters") result.iterations = parse_int(flag, value(), 1);
-    else if (flag == "-w" || flag == "--warmup_iters") result.warmup = parse_int(flag, value(), 0);
-    else if (flag == "-c" || flag == "--check") result.check = parse_int(flag, value(), 0) != 0;
-    else if (flag == "-d" || flag == "--datatype") result.type = value();
-    else if (flag == "-o" || flag == "--op") result.op = value();
-    else if (flag == "-r" || flag == "--root") result.root = parse_int(flag, value(), 0);
-    else if (flag == "--json" || flag == "-J") result.json = value();
-    else if (flag == "--trace") result.trace = value();
-    else usage("unknown flag '" + flag + "'");
+    if (flag == "-h" || flag == "--help")
+      usage("");
+    else if (flag == "--transport" || flag == "-t")
+      result.transport = value();
+    else if (flag == "--ranks" || flag == "-g")
+      result.ranks = parse_int(flag, value(), 1);
+    else if (flag == "--collective")
+      result.collective = value();
+    else if (flag == "--algorithm" || flag == "-a")
+      result.algorithm = value();
+    else if (flag == "-b" || flag == "--minbytes")
+      result.min_bytes = parse_size(flag, value());
+    else if (flag == "-e" || flag == "--maxbytes")
+      result.max_bytes = parse_size(flag, value());
+    else if (flag == "-f" || flag == "--stepfactor")
+      result.factor = static_cast<std::size_t>(parse_int(flag, value(), 2));
+    else if (flag == "-n" || flag == "--iters")
+      result.iterations = parse_int(flag, value(), 1);
+    else if (flag == "-w" || flag == "--warmup_iters")
+      result.warmup = parse_int(flag, value(), 0);
+    else if (flag == "-c" || flag == "--check")
+      result.check = parse_int(flag, value(), 0) != 0;
+    else if (flag == "-d" || flag == "--datatype")
+      result.type = value();
+    else if (flag == "-o" || flag == "--op")
+      result.op = value();
+    else if (flag == "-r" || flag == "--root")
+      result.root = parse_int(flag, value(), 0);
+    else if (flag == "--json" || flag == "-J")
+      result.json = value();
+    else if (flag == "--trace")
+      result.trace = value();
+    else
+      usage("unknown flag '" + flag + "'");
   }
-  if (result.collective != "all") require_one_of("--collective", result.collective, accepted_collectives);
+  if (result.collective != "all")
+    require_one_of("--collective", result.collective, accepted_collectives);
   require_one_of("--algorithm", result.algorithm, accepted_algorithms);
   require_one_of("-d", result.type, type_names());
   require_one_of("-o", result.op, op_names());
@@ -201,15 +242,16 @@ inline bool rooted(const std::string& collective) {
 }
 // Collectives whose buffers hold one block per rank: their element count is a multiple of p.
 inline bool blocked(const std::string& collective) {
-  return collective == "allgather" || collective == "reduce_scatter" ||
-         collective == "alltoall" || collective == "gather" || collective == "scatter";
+  return collective == "allgather" || collective == "reduce_scatter" || collective == "alltoall" ||
+         collective == "gather" || collective == "scatter";
 }
 // The elements of a call of `size_bytes` (its largest buffer): whole elements, and for a blocked
 // collective a multiple of the ranks.
-inline std::size_t element_count(const std::string& collective, std::size_t size_bytes, std::size_t element_size,
-                                 int ranks) {
+inline std::size_t element_count(const std::string& collective, std::size_t size_bytes,
+                                 std::size_t element_size, int ranks) {
   std::size_t count = size_bytes / element_size;
-  if (blocked(collective)) count = count / static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks);
+  if (blocked(collective))
+    count = count / static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks);
   return count;
 }
 inline bool has_out_of_place(const std::string& collective) { return collective != "broadcast"; }

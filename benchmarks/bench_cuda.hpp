@@ -37,23 +37,30 @@ class device_array {
   }
   device_array(const device_array&) = delete;
   device_array(device_array&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), count_(other.count_), free_(std::move(other.free_)) {}
+      : data_(std::exchange(other.data_, nullptr)),
+        count_(other.count_),
+        free_(std::move(other.free_)) {}
   ~device_array() {
     if (data_ == nullptr) return;
-    if (free_) free_(data_);
-    else static_cast<void>(cudaFree(data_));
+    if (free_)
+      free_(data_);
+    else
+      static_cast<void>(cudaFree(data_));
   }
   std::span<T> span() { return {data_, count_}; }
   template <class Vector>
   void put(const Vector& host) {
     if (count_ == 0) return;
-    weft::cuda::check(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+    weft::cuda::check(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice),
+                      "cudaMemcpy");
     // weft's streams are non-blocking: the copy (from pageable memory) must have landed first.
     weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   template <class Vector>
   void get(Vector& host) const {
-    if (count_ > 0) weft::cuda::check(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    if (count_ > 0)
+      weft::cuda::check(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost),
+                        "cudaMemcpy");
   }
 
  private:
@@ -76,9 +83,15 @@ struct device_workload {
   std::span<T> in, out;
   template <class Pool = weft::host_memory>
   device_workload(workload<T, Op>& work, int device, Pool* pool = nullptr)
-      : host(&work), in_buffer(device, work.in.size(), pool), out_buffer(device, work.out.size(), pool),
-        collective(work.collective), in_place(work.in_place), root(work.root), op(work.op),
-        in(in_buffer.span()), out(out_buffer.span()) {
+      : host(&work),
+        in_buffer(device, work.in.size(), pool),
+        out_buffer(device, work.out.size(), pool),
+        collective(work.collective),
+        in_place(work.in_place),
+        root(work.root),
+        op(work.op),
+        in(in_buffer.span()),
+        out(out_buffer.span()) {
     load();
   }
   void load() {
@@ -86,7 +99,8 @@ struct device_workload {
     out_buffer.put(host->out);
   }
   std::span<const T> own_block() const {
-    return std::span<const T>(out).subspan(host->block * static_cast<std::size_t>(host->r), host->block);
+    return std::span<const T>(out).subspan(host->block * static_cast<std::size_t>(host->r),
+                                           host->block);
   }
   std::size_t wrong() {
     in_buffer.get(host->in);
@@ -97,8 +111,10 @@ struct device_workload {
 
 // A call an algorithm does not implement is a skipped row where the table runs every
 // collective with an algorithm chosen by name; anything else is the table's failure.
-[[noreturn]] inline void skip_or_rethrow(const weft::error& failure, const settings& options, const std::string& collective) {
-  if (failure.code() != weft::errc::invalid_argument || options.collective != "all" || options.algorithm == "automatic") {
+[[noreturn]] inline void skip_or_rethrow(const weft::error& failure, const settings& options,
+                                         const std::string& collective) {
+  if (failure.code() != weft::errc::invalid_argument || options.collective != "all" ||
+      options.algorithm == "automatic") {
     throw failure;
   }
   throw skipped{options.algorithm + " does not implement " + collective};

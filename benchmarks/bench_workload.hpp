@@ -25,12 +25,14 @@
 
 namespace weft_bench {
 
-// ---- inputs whose results are known exactly ------------------------------------------------------
+// ---- inputs whose results are known exactly ------------------------------------------------
 
 template <class T>
 T value(int v) {
-  if constexpr (weft::is_narrow_float_v<T>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (weft::is_narrow_float_v<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 // What rank r contributes at element i of a reduction. Sums stay below 8 per rank (exact in
@@ -39,7 +41,9 @@ T value(int v) {
 template <class Op>
 int contribution(int r, int p, std::size_t i) {
   if constexpr (std::is_same_v<Op, weft::prod>) {
-    return (i + static_cast<std::size_t>(r)) % static_cast<std::size_t>(p) == 0 ? static_cast<int>(i % 3) + 1 : 1;
+    return (i + static_cast<std::size_t>(r)) % static_cast<std::size_t>(p) == 0
+               ? static_cast<int>(i % 3) + 1
+               : 1;
   } else {
     return static_cast<int>((static_cast<std::size_t>(r) * 3 + i) % 7) + 1;
   }
@@ -51,12 +55,18 @@ T reduced(int p, std::size_t i, Op op) {
   return weft::finalize(op, acc, p);
 }
 // Rank r's block in gather, allgather, scatter and sendrecv.
-inline int block_value(int r, std::size_t i) { return static_cast<int>((static_cast<std::size_t>(r) * 5 + i) % 11) + 1; }
+inline int block_value(int r, std::size_t i) {
+  return static_cast<int>((static_cast<std::size_t>(r) * 5 + i) % 11) + 1;
+}
 // Element i of the block rank `from` sends to rank `to` in alltoall.
 inline int exchange_value(int from, int to, std::size_t i) {
-  return static_cast<int>((static_cast<std::size_t>(from) * 7 + static_cast<std::size_t>(to) * 3 + i) % 13) + 1;
+  return static_cast<int>(
+             (static_cast<std::size_t>(from) * 7 + static_cast<std::size_t>(to) * 3 + i) % 13) +
+         1;
 }
-inline int broadcast_value(int root, std::size_t i) { return static_cast<int>((static_cast<std::size_t>(root) + i) % 13) + 1; }
+inline int broadcast_value(int root, std::size_t i) {
+  return static_cast<int>((static_cast<std::size_t>(root) + i) % 13) + 1;
+}
 
 // ---- one measurement -------------------------------------------------------------------------
 
@@ -75,11 +85,18 @@ struct workload {
   std::size_t block = 0;  // elements per rank's block (blocked collectives), else count
   vector in, out;
 
-  workload(std::string name, std::size_t elements, bool same_buffer, int ranks, int rank, int at, Op reduction = {},
-           const Allocator& storage = Allocator())
-      : collective(std::move(name)), count(elements), in_place(same_buffer), p(ranks), r(rank),
-        root(rooted(collective) ? at : -1), op(reduction),
-        block(blocked(collective) ? elements / static_cast<std::size_t>(ranks) : elements), in(storage), out(storage) {
+  workload(std::string name, std::size_t elements, bool same_buffer, int ranks, int rank, int at,
+           Op reduction = {}, const Allocator& storage = Allocator())
+      : collective(std::move(name)),
+        count(elements),
+        in_place(same_buffer),
+        p(ranks),
+        r(rank),
+        root(rooted(collective) ? at : -1),
+        op(reduction),
+        block(blocked(collective) ? elements / static_cast<std::size_t>(ranks) : elements),
+        in(storage),
+        out(storage) {
     fill();
   }
 
@@ -92,7 +109,9 @@ struct workload {
   }
 
   // The buffer the call leaves its result in on this rank.
-  vector& result() { return (in_place && collective != "allgather") || collective == "broadcast" ? in : out; }
+  vector& result() {
+    return (in_place && collective != "allgather") || collective == "broadcast" ? in : out;
+  }
 
   void fill() {
     if (collective == "allreduce" || collective == "reduce") {
@@ -105,20 +124,25 @@ struct workload {
       out.assign(block, value<T>(0));
     } else if (collective == "broadcast") {
       in.resize(count);
-      for (std::size_t i = 0; i < count; ++i) in[i] = value<T>(r == root ? broadcast_value(root, i) : 0);
+      for (std::size_t i = 0; i < count; ++i)
+        in[i] = value<T>(r == root ? broadcast_value(root, i) : 0);
     } else if (collective == "allgather" || collective == "gather" || collective == "sendrecv") {
       in.resize(block);
       for (std::size_t i = 0; i < block; ++i) in[i] = value<T>(block_value(r, i));
       const bool receives_all = collective == "allgather" || r == root;
       out.assign(collective == "sendrecv" ? block : (receives_all ? count : 0), value<T>(0));
-      if (in_place) std::copy(in.begin(), in.end(), out.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(r)));
+      if (in_place)
+        std::copy(in.begin(), in.end(),
+                  out.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(r)));
     } else if (collective == "scatter") {
       in.assign(r == root ? count : 0, value<T>(0));
-      for (std::size_t i = 0; i < in.size(); ++i) in[i] = value<T>(block_value(static_cast<int>(i / block), i % block));
+      for (std::size_t i = 0; i < in.size(); ++i)
+        in[i] = value<T>(block_value(static_cast<int>(i / block), i % block));
       out.assign(block, value<T>(0));
     } else if (collective == "alltoall") {
       in.resize(count);
-      for (std::size_t i = 0; i < count; ++i) in[i] = value<T>(exchange_value(r, static_cast<int>(i / block), i % block));
+      for (std::size_t i = 0; i < count; ++i)
+        in[i] = value<T>(exchange_value(r, static_cast<int>(i / block), i % block));
       out.assign(count, value<T>(0));
     }
   }
@@ -130,17 +154,21 @@ struct workload {
       const auto& data = in_place ? in : out;
       bad = wrong_reduction(std::span<const T>(data.data(), count), 0);
     } else if (collective == "reduce_scatter") {
-      bad = wrong_reduction(std::span<const T>(out.data(), block), static_cast<std::size_t>(r) * block);
+      bad = wrong_reduction(std::span<const T>(out.data(), block),
+                            static_cast<std::size_t>(r) * block);
     } else if (collective == "broadcast") {
       for (std::size_t i = 0; i < count; ++i) bad += !(in[i] == value<T>(broadcast_value(root, i)));
     } else if (collective == "allgather" || (collective == "gather" && r == root)) {
-      for (std::size_t i = 0; i < count; ++i) bad += !(out[i] == value<T>(block_value(static_cast<int>(i / block), i % block)));
+      for (std::size_t i = 0; i < count; ++i)
+        bad += !(out[i] == value<T>(block_value(static_cast<int>(i / block), i % block)));
     } else if (collective == "scatter") {
       for (std::size_t i = 0; i < block; ++i) bad += !(out[i] == value<T>(block_value(r, i)));
     } else if (collective == "alltoall") {
-      for (std::size_t i = 0; i < count; ++i) bad += !(out[i] == value<T>(exchange_value(static_cast<int>(i / block), r, i % block)));
+      for (std::size_t i = 0; i < count; ++i)
+        bad += !(out[i] == value<T>(exchange_value(static_cast<int>(i / block), r, i % block)));
     } else if (collective == "sendrecv") {
-      for (std::size_t i = 0; i < block; ++i) bad += !(out[i] == value<T>(block_value((r + p - 1) % p, i)));
+      for (std::size_t i = 0; i < block; ++i)
+        bad += !(out[i] == value<T>(block_value((r + p - 1) % p, i)));
     }
     return bad;
   }

@@ -50,9 +50,11 @@ double copy_seconds(std::size_t bytes, int iterations) {
   weft::cuda::check(cudaStreamCreate(&stream), "cudaStreamCreate");
   weft::cuda::check(cudaEventCreate(&start), "cudaEventCreate");
   weft::cuda::check(cudaEventCreate(&stop), "cudaEventCreate");
-  for (int i = 0; i < 3; ++i) weft::cuda::check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
+  for (int i = 0; i < 3; ++i)
+    weft::cuda::check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
   weft::cuda::check(cudaEventRecord(start, stream), "cudaEventRecord");
-  for (int i = 0; i < iterations; ++i) weft::cuda::check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
+  for (int i = 0; i < iterations; ++i)
+    weft::cuda::check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream), "copy");
   weft::cuda::check(cudaEventRecord(stop, stream), "cudaEventRecord");
   weft::cuda::check(cudaEventSynchronize(stop), "cudaEventSynchronize");
   float ms = 0;
@@ -87,7 +89,9 @@ double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) 
     weft::cuda::check(cudaMalloc(&b.send, count * sizeof(float)), "cudaMalloc");
     weft::cuda::check(cudaMalloc(&b.recv, count * sizeof(float)), "cudaMalloc");
     const std::vector<float> mine(count, static_cast<float>(r + 1));
-    weft::cuda::check(cudaMemcpy(b.send, mine.data(), count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    weft::cuda::check(
+        cudaMemcpy(b.send, mine.data(), count * sizeof(float), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
     // weft's streams are non-blocking: the copy (from pageable memory) must have landed first.
     weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     weft::cuda::check(cudaEventCreate(&b.start), "cudaEventCreate");
@@ -97,8 +101,8 @@ double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) 
     for (int i = 0; i < times; ++i) {
       for (int r = 0; r < p; ++r) {
         auto& b = ranks[static_cast<std::size_t>(r)];
-        weft::allreduce(gpus[r], std::span<const float>(b.send, count), std::span<float>(b.recv, count), weft::sum{},
-                        Algorithm{});
+        weft::allreduce(gpus[r], std::span<const float>(b.send, count),
+                        std::span<float>(b.recv, count), weft::sum{}, Algorithm{});
       }
     }
   };
@@ -108,13 +112,19 @@ double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) 
   for (int r = 0; r < p && count > 0; ++r) {
     float first = 0, last = 0;
     auto& b = ranks[static_cast<std::size_t>(r)];
-    weft::cuda::check(cudaMemcpy(&first, b.recv, sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    weft::cuda::check(cudaMemcpy(&last, b.recv + count - 1, sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    weft::cuda::check(cudaMemcpy(&first, b.recv, sizeof(float), cudaMemcpyDeviceToHost),
+                      "cudaMemcpy");
+    weft::cuda::check(cudaMemcpy(&last, b.recv + count - 1, sizeof(float), cudaMemcpyDeviceToHost),
+                      "cudaMemcpy");
     if (first != want || last != want) right = false;
   }
-  for (int r = 0; r < p; ++r) weft::cuda::check(cudaEventRecord(ranks[static_cast<std::size_t>(r)].start, gpus.stream(r)), "cudaEventRecord");
+  for (int r = 0; r < p; ++r)
+    weft::cuda::check(cudaEventRecord(ranks[static_cast<std::size_t>(r)].start, gpus.stream(r)),
+                      "cudaEventRecord");
   issue(iterations);
-  for (int r = 0; r < p; ++r) weft::cuda::check(cudaEventRecord(ranks[static_cast<std::size_t>(r)].stop, gpus.stream(r)), "cudaEventRecord");
+  for (int r = 0; r < p; ++r)
+    weft::cuda::check(cudaEventRecord(ranks[static_cast<std::size_t>(r)].stop, gpus.stream(r)),
+                      "cudaEventRecord");
   gpus.synchronize(120s);
   double slowest = 0;
   for (int r = 0; r < p; ++r) {
@@ -133,8 +143,8 @@ double allreduce_seconds(int p, std::size_t count, int iterations, bool& right) 
 }
 
 struct latency {
-  double per_call_us;   // 200 calls back to back, per call
-  double round_trip_us; // one call and synchronize, median of 200
+  double per_call_us;    // 200 calls back to back, per call
+  double round_trip_us;  // one call and synchronize, median of 200
 };
 
 // One 8-byte allreduce (2 floats) over `p` ranks, host wall-clock time after 20 calls of warm-up.
@@ -146,17 +156,22 @@ latency latency_us(int p, bool& right) {
   std::vector<float*> data(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
     weft::cuda::device_scope on(gpus.device(r));
-    weft::cuda::check(cudaMalloc(&data[static_cast<std::size_t>(r)], 2 * sizeof(float)), "cudaMalloc");
+    weft::cuda::check(cudaMalloc(&data[static_cast<std::size_t>(r)], 2 * sizeof(float)),
+                      "cudaMalloc");
   }
   std::vector<double> times;
   for (int i = 0; i < 220; ++i) {
     for (int r = 0; r < p; ++r) {
       const float mine[2] = {1.0f, 1.0f};
-      weft::cuda::check(cudaMemcpy(data[static_cast<std::size_t>(r)], mine, sizeof(mine), cudaMemcpyHostToDevice), "cudaMemcpy");
+      weft::cuda::check(
+          cudaMemcpy(data[static_cast<std::size_t>(r)], mine, sizeof(mine), cudaMemcpyHostToDevice),
+          "cudaMemcpy");
     }
-    weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // landed before the streams read it
+    weft::cuda::check(cudaDeviceSynchronize(),
+                      "cudaDeviceSynchronize");  // landed before the streams read it
     const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < p; ++r) weft::allreduce(gpus[r], std::span<float>(data[static_cast<std::size_t>(r)], 2), weft::sum{});
+    for (int r = 0; r < p; ++r)
+      weft::allreduce(gpus[r], std::span<float>(data[static_cast<std::size_t>(r)], 2), weft::sum{});
     gpus.synchronize(10s);
     const auto stop = std::chrono::steady_clock::now();
     if (i >= 20) times.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
@@ -167,10 +182,13 @@ latency latency_us(int p, bool& right) {
   const int calls = 200;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < calls; ++i) {
-    for (int r = 0; r < p; ++r) weft::allreduce(gpus[r], std::span<float>(data[static_cast<std::size_t>(r)], 2), weft::sum{});
+    for (int r = 0; r < p; ++r)
+      weft::allreduce(gpus[r], std::span<float>(data[static_cast<std::size_t>(r)], 2), weft::sum{});
   }
   gpus.synchronize(10s);
-  const double per_call = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
+  const double per_call =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      calls;
   for (float* d : data) cudaFree(d);
   std::sort(times.begin(), times.end());
   return {per_call, times[times.size() / 2]};
@@ -191,19 +209,21 @@ int main(int argc, char** argv) {
   try {
     cudaDeviceProp props{};
     weft::cuda::check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
-    std::printf("# cuda-allreduce-bench: %s, %d visible GPU(s), %zu bytes, %d iterations\n", props.name,
-                weft::cuda::device_count(), count * sizeof(float), iterations);
-    const double copy = static_cast<double>(count * sizeof(float)) / copy_seconds(count * sizeof(float), iterations);
+    std::printf("# cuda-allreduce-bench: %s, %d visible GPU(s), %zu bytes, %d iterations\n",
+                props.name, weft::cuda::device_count(), count * sizeof(float), iterations);
+    const double copy = static_cast<double>(count * sizeof(float)) /
+                        copy_seconds(count * sizeof(float), iterations);
     std::printf("copy      device to device %10.1f GB/s\n", copy / 1e9);
     double two_rank_busbw = 0;
     auto row = [&](int p, auto algorithm) {
       using A = decltype(algorithm);
       const double seconds = allreduce_seconds<A>(p, count, iterations, right);
       const double busbw = 2.0 * (p - 1) / p * static_cast<double>(count * sizeof(float)) / seconds;
-      std::printf("allreduce %d ranks %-10s busbw %8.1f GB/s   busbw / copy %.3f", p, std::string(A::name).c_str(),
-                  busbw / 1e9, busbw / copy);
+      std::printf("allreduce %d ranks %-10s busbw %8.1f GB/s   busbw / copy %.3f", p,
+                  std::string(A::name).c_str(), busbw / 1e9, busbw / copy);
       if (p == 2 && std::is_same_v<A, weft::automatic>) two_rank_busbw = busbw;
-      if (p != 2 && std::is_same_v<A, weft::automatic>) std::printf("   / 2-rank busbw %.3f", busbw / two_rank_busbw);
+      if (p != 2 && std::is_same_v<A, weft::automatic>)
+        std::printf("   / 2-rank busbw %.3f", busbw / two_rank_busbw);
       std::printf("\n");
     };
     for (int p : {2, 4}) {
@@ -213,8 +233,10 @@ int main(int argc, char** argv) {
     }
     for (int p : {2, 4}) {
       const latency t = latency_us(p, right);
-      std::printf("allreduce %d ranks 8 B latency %8.1f us per call (200 back to back), round trip %.1f us (median)\n",
-                  p, t.per_call_us, t.round_trip_us);
+      std::printf(
+          "allreduce %d ranks 8 B latency %8.1f us per call (200 back to back), round trip %.1f us "
+          "(median)\n",
+          p, t.per_call_us, t.round_trip_us);
     }
   } catch (const weft::error& failure) {
     std::printf("weft error: %s\n", failure.what());

@@ -32,20 +32,26 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds; ++round) {
     auto start = std::chrono::steady_clock::now();
     std::memcpy(target.data(), source.data(), bytes);
-    memcpy_bandwidth.push_back(static_cast<double>(bytes) /
-                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 1e9);
+    memcpy_bandwidth.push_back(
+        static_cast<double>(bytes) /
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 1e9);
     double seconds = 0;
-    weft::inproc::run(2, [&](weft::communicator<weft::inproc::transport>& comm) {
-      std::vector<float> data(count, static_cast<float>(comm.rank() + 1));
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});  // warm: pages, scratch
-      weft::barrier(comm);
-      const auto begin = std::chrono::steady_clock::now();
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-      weft::barrier(comm);
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      if (comm.rank() == 0) seconds = elapsed;
-      correct = correct && data[count / 3] == 6.0f;  // (1 + 2), then doubled by the second call
-    }, settings);
+    weft::inproc::run(
+        2,
+        [&](weft::communicator<weft::inproc::transport>& comm) {
+          std::vector<float> data(count, static_cast<float>(comm.rank() + 1));
+          weft::allreduce(comm, std::span<float>(data), weft::sum{},
+                          weft::ring{});  // warm: pages, scratch
+          weft::barrier(comm);
+          const auto begin = std::chrono::steady_clock::now();
+          weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+          weft::barrier(comm);
+          const double elapsed =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+          if (comm.rank() == 0) seconds = elapsed;
+          correct = correct && data[count / 3] == 6.0f;  // (1 + 2), then doubled by the second call
+        },
+        settings);
     busbw.push_back(static_cast<double>(bytes) / seconds / 1e9);  // 2(n-1)/n = 1 for n = 2
   }
   const double copy = median(memcpy_bandwidth);

@@ -44,7 +44,8 @@ using clock_type = std::chrono::steady_clock;
 std::size_t parse_bytes(const char* text) {
   const auto value = weft::detail::env::parse_bytes(text, std::uint64_t{1} << 40);
   if (!value || *value == 0) {
-    std::fprintf(stderr, "overlap: '%s' is not a positive size (such as 65536, 256K or 16M)\n", text);
+    std::fprintf(stderr, "overlap: '%s' is not a positive size (such as 65536, 256K or 16M)\n",
+                 text);
     std::exit(2);
   }
   return static_cast<std::size_t>(*value);
@@ -57,7 +58,8 @@ std::uint64_t compute(std::uint64_t iterations, int pieces, Between&& between) {
   std::uint64_t x = 88172645463325252ull;
   const std::uint64_t each = iterations / static_cast<std::uint64_t>(pieces);
   for (int piece = 0; piece < pieces; ++piece) {
-    for (std::uint64_t i = 0; i < each; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    for (std::uint64_t i = 0; i < each; ++i)
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
     between();
   }
   return x;
@@ -67,14 +69,22 @@ double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
-enum class way { communication, computation, in_flight_waited, thread_waited, no_progress, polling,
-                 progress_thread, off_cpu_no_progress, off_cpu_progress_thread };
+enum class way {
+  communication,
+  computation,
+  in_flight_waited,
+  thread_waited,
+  no_progress,
+  polling,
+  progress_thread,
+  off_cpu_no_progress,
+  off_cpu_progress_thread
+};
 constexpr int ways = 9;
-constexpr std::array<const char*, ways> way_names{"communication",       "computation",
-                                                  "in flight, waited",   "thread, waited",
-                                                  "no progress",         "polling",
-                                                  "progress thread",     "off-CPU no progress",
-                                                  "off-CPU progress thread"};
+constexpr std::array<const char*, ways> way_names{
+    "communication",   "computation",         "in flight, waited",
+    "thread, waited",  "no progress",         "polling",
+    "progress thread", "off-CPU no progress", "off-CPU progress thread"};
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -190,8 +200,10 @@ int main(int argc, char** argv) {
       const double alone_comm = median(times[0]);
       const double alone_compute = median(times[1]);
       const double bound = std::max(alone_comm, alone_compute);
-      std::printf("# overlap: %d ranks over tcp, allreduce of %zu bytes, %d rounds, medians (checksum %llu)\n", p,
-                  bytes, rounds, static_cast<unsigned long long>(sink % 1000));
+      std::printf(
+          "# overlap: %d ranks over tcp, allreduce of %zu bytes, %d rounds, medians (checksum "
+          "%llu)\n",
+          p, bytes, rounds, static_cast<unsigned long long>(sink % 1000));
       std::printf("%-24s %10s %22s\n", "way", "time (ms)", "/ max(comm, compute)");
       for (std::size_t w = 0; w < ways; ++w) {
         const double t = median(times[w]);

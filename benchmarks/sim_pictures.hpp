@@ -13,21 +13,25 @@
 namespace weft_sim {
 
 struct picture_run {
-  std::string title;            // "ring, 1 GiB"
+  std::string title;  // "ring, 1 GiB"
   int ranks = 0;
   std::vector<double> traffic;  // [a * ranks + b], bytes from a to b (empty: not kept)
   double scale_up_bytes = 0;
   double scale_out_bytes = 0;
-  std::vector<int> node_of;     // each rank's domain: the heat map marks where one ends
+  std::vector<int> node_of;  // each rank's domain: the heat map marks where one ends
 };
 
 inline std::string svg_text(const std::string& text) {
   std::string out;
   for (const char c : text) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
   }
   return out;
 }
@@ -51,8 +55,10 @@ inline bool write_traffic_svg(const std::string& path, const std::vector<picture
   constexpr int panel = 360, margin = 40, caption = 36;
   std::ofstream out(path);
   const int width = margin + static_cast<int>(runs.size()) * (panel + margin);
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << panel + caption + 2 * margin
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\""
+      << panel + caption + 2 * margin
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+         "fill=\"white\"/>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
     const int x0 = margin + static_cast<int>(i) * (panel + margin), y0 = margin + caption;
@@ -60,7 +66,8 @@ inline bool write_traffic_svg(const std::string& path, const std::vector<picture
     out << "<text x=\"" << x0 << "\" y=\"" << margin + 16 << "\" fill=\"#555\">" << run.ranks
         << " ranks: rows send, columns receive; orange: domain ends</text>\n";
     if (run.traffic.empty()) {
-      out << "<text x=\"" << x0 << "\" y=\"" << y0 + 20 << "\">(not kept above 1024 ranks)</text>\n";
+      out << "<text x=\"" << x0 << "\" y=\"" << y0 + 20
+          << "\">(not kept above 1024 ranks)</text>\n";
       continue;
     }
     const int p = run.ranks;
@@ -70,29 +77,33 @@ inline bool write_traffic_svg(const std::string& path, const std::vector<picture
     for (int a = 0; a < p; ++a) {
       for (int b = 0; b < p; ++b) {
         const auto ca = static_cast<std::size_t>(a / per), cb = static_cast<std::size_t>(b / per);
-        binned[std::min<std::size_t>(ca, cells - 1) * cells + std::min<std::size_t>(cb, cells - 1)] +=
+        binned[std::min<std::size_t>(ca, cells - 1) * cells +
+               std::min<std::size_t>(cb, cells - 1)] +=
             run.traffic[static_cast<std::size_t>(a) * p + b];
       }
     }
     const double most = *std::max_element(binned.begin(), binned.end());
     const double side = static_cast<double>(panel) / cells;
-    out << "<rect x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << panel << "\" height=\"" << panel
-        << "\" fill=\"#f4f4f4\" stroke=\"#999\"/>\n";
+    out << "<rect x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << panel << "\" height=\""
+        << panel << "\" fill=\"#f4f4f4\" stroke=\"#999\"/>\n";
     for (int a = 0; a < cells; ++a) {
       for (int b = 0; b < cells; ++b) {
         const double v = binned[static_cast<std::size_t>(a) * cells + b];
         if (v <= 0 || most <= 0) continue;
         const int shade = static_cast<int>(std::lround(230 * (1 - v / most)));
-        out << "<rect x=\"" << x0 + b * side << "\" y=\"" << y0 + a * side << "\" width=\"" << side << "\" height=\""
-            << side << "\" fill=\"rgb(" << shade << "," << shade << ",255)\"/>\n";
+        out << "<rect x=\"" << x0 + b * side << "\" y=\"" << y0 + a * side << "\" width=\"" << side
+            << "\" height=\"" << side << "\" fill=\"rgb(" << shade << "," << shade << ",255)\"/>\n";
       }
     }
-    for (int r = 1; r < p && static_cast<std::size_t>(r) < run.node_of.size(); ++r) {  // domain boundaries
-      if (run.node_of[static_cast<std::size_t>(r)] == run.node_of[static_cast<std::size_t>(r - 1)]) continue;
+    for (int r = 1; r < p && static_cast<std::size_t>(r) < run.node_of.size();
+         ++r) {  // domain boundaries
+      if (run.node_of[static_cast<std::size_t>(r)] == run.node_of[static_cast<std::size_t>(r - 1)])
+        continue;
       const double at = r / per * side;
-      out << "<line x1=\"" << x0 + at << "\" y1=\"" << y0 << "\" x2=\"" << x0 + at << "\" y2=\"" << y0 + panel
-          << "\" stroke=\"#d4753b\" stroke-width=\"1\"/>\n<line x1=\"" << x0 << "\" y1=\"" << y0 + at << "\" x2=\""
-          << x0 + panel << "\" y2=\"" << y0 + at << "\" stroke=\"#d4753b\" stroke-width=\"1\"/>\n";
+      out << "<line x1=\"" << x0 + at << "\" y1=\"" << y0 << "\" x2=\"" << x0 + at << "\" y2=\""
+          << y0 + panel << "\" stroke=\"#d4753b\" stroke-width=\"1\"/>\n<line x1=\"" << x0
+          << "\" y1=\"" << y0 + at << "\" x2=\"" << x0 + panel << "\" y2=\"" << y0 + at
+          << "\" stroke=\"#d4753b\" stroke-width=\"1\"/>\n";
     }
     out << "<text x=\"" << x0 << "\" y=\"" << y0 + panel + 16 << "\" fill=\"#555\">darkest cell "
         << svg_text(bytes_label(most)) << "</text>\n";
@@ -106,26 +117,32 @@ inline bool write_tiers_svg(const std::string& path, const std::vector<picture_r
   constexpr int bar = 28, gap = 36, margin = 50, height = 300;
   double most = 0;
   for (const auto& run : runs) most = std::max({most, run.scale_up_bytes, run.scale_out_bytes});
-  const int width = 2 * margin + static_cast<int>(runs.size()) * (2 * bar + gap) + 160;  // room for the slanted labels
+  const int width = 2 * margin + static_cast<int>(runs.size()) * (2 * bar + gap) +
+                    160;  // room for the slanted labels
   std::ofstream out(path);
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height + 3 * margin
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << "<text x=\"" << margin << "\" y=\"20\">bytes by tier: <tspan fill=\"#3b6fd4\">scale-up</tspan>, "
-      << "<tspan fill=\"#d4753b\">scale-out</tspan> (tallest " << svg_text(bytes_label(most)) << ")</text>\n";
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\""
+      << height + 3 * margin
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+         "fill=\"white\"/>\n"
+      << "<text x=\"" << margin
+      << "\" y=\"20\">bytes by tier: <tspan fill=\"#3b6fd4\">scale-up</tspan>, "
+      << "<tspan fill=\"#d4753b\">scale-out</tspan> (tallest " << svg_text(bytes_label(most))
+      << ")</text>\n";
   const int base = margin + height;
-  out << "<line x1=\"" << margin << "\" y1=\"" << base << "\" x2=\"" << width - margin - 160 << "\" y2=\"" << base
-      << "\" stroke=\"#333\"/>\n";
+  out << "<line x1=\"" << margin << "\" y1=\"" << base << "\" x2=\"" << width - margin - 160
+      << "\" y2=\"" << base << "\" stroke=\"#333\"/>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const int x = margin + static_cast<int>(i) * (2 * bar + gap);
     const double values[2] = {runs[i].scale_up_bytes, runs[i].scale_out_bytes};
     const char* colours[2] = {"#3b6fd4", "#d4753b"};
     for (int k = 0; k < 2; ++k) {
       const double h = most > 0 ? height * values[k] / most : 0;
-      out << "<rect x=\"" << x + k * bar << "\" y=\"" << base - h << "\" width=\"" << bar - 2 << "\" height=\"" << h
-          << "\" fill=\"" << colours[k] << "\"><title>" << svg_text(bytes_label(values[k])) << "</title></rect>\n";
+      out << "<rect x=\"" << x + k * bar << "\" y=\"" << base - h << "\" width=\"" << bar - 2
+          << "\" height=\"" << h << "\" fill=\"" << colours[k] << "\"><title>"
+          << svg_text(bytes_label(values[k])) << "</title></rect>\n";
     }
-    out << "<text x=\"" << x << "\" y=\"" << base + 16 << "\" transform=\"rotate(20 " << x << " " << base + 16 << ")\">"
-        << svg_text(runs[i].title) << "</text>\n";
+    out << "<text x=\"" << x << "\" y=\"" << base + 16 << "\" transform=\"rotate(20 " << x << " "
+        << base + 16 << ")\">" << svg_text(runs[i].title) << "</text>\n";
   }
   out << "</svg>\n";
   return static_cast<bool>(out);

@@ -5,8 +5,8 @@
 //   WEFT_OFI_PROVIDER=shm weft-run -n 4 weft-bench --transport ofi
 //   weft-run -n 4 weft-bench --transport shm     the ranks of one host through shared memory
 //   weft-bench --transport cuda [--ranks N]      N ranks on the GPUs of this process (nvcc builds)
-//   weft-run -n 2 weft-bench --transport cuda-ipc  a process per rank sharing the GPUs (nvcc builds)
-//   mpirun -n 4 -x WEFT_STORE=host:port weft-bench ...
+//   weft-run -n 2 weft-bench --transport cuda-ipc  a process per rank sharing the GPUs (nvcc
+//   builds) mpirun -n 4 -x WEFT_STORE=host:port weft-bench ...
 //
 // Flags follow nccl-tests (-b -e -f -n -w -c -d -o -r) plus --collective, --algorithm,
 // --transport and --json; `weft-bench --help` lists them. The table's conventions are in
@@ -38,32 +38,35 @@ int run_cuda_ipc(const settings& options);  // weft_bench_cuda.cu
 namespace {
 
 const std::vector<std::string>& compiled_transports() {
-  static const std::vector<std::string> names = {"inproc",
+  static const std::vector<std::string> names = {
+    "inproc",
 #if WEFT_BENCH_TCP
-                                                 "tcp",
+    "tcp",
 #endif
 #if WEFT_BENCH_OFI
-                                                 "ofi",
+    "ofi",
 #endif
 #if WEFT_BENCH_SHM
-                                                 "shm",
+    "shm",
 #endif
 #if WEFT_BENCH_CUDA
-                                                 "cuda",
+    "cuda",
 #endif
 #if WEFT_BENCH_CUDA_IPC
-                                                 "cuda-ipc",
+    "cuda-ipc",
 #endif
   };
   return names;
 }
 
-void print_header(const weft_bench::settings& options, const std::string& transport, const std::string& where,
-                  int ranks) {
-  std::printf("# weft-bench: transport %s (%s), %d ranks\n", transport.c_str(), where.c_str(), ranks);
-  std::printf("# type %s, op %s, root %d, algorithm %s, iterations %d (median), warm-up %d, check %d\n",
-              options.type.c_str(), options.op.c_str(), options.root, options.algorithm.c_str(),
-              options.iterations, options.warmup, options.check ? 1 : 0);
+void print_header(const weft_bench::settings& options, const std::string& transport,
+                  const std::string& where, int ranks) {
+  std::printf("# weft-bench: transport %s (%s), %d ranks\n", transport.c_str(), where.c_str(),
+              ranks);
+  std::printf(
+      "# type %s, op %s, root %d, algorithm %s, iterations %d (median), warm-up %d, check %d\n",
+      options.type.c_str(), options.op.c_str(), options.root, options.algorithm.c_str(),
+      options.iterations, options.warmup, options.check ? 1 : 0);
   std::fflush(stdout);
 }
 
@@ -77,7 +80,8 @@ int run_session(Session& job, const weft_bench::settings& options, const std::st
   weft_bench::run_table(comm, options, totals);
   weft::barrier(comm);
   if (comm.rank() != 0) return 0;
-  if (!options.json.empty()) weft_bench::write_json(options, "weft", transport, where, comm.size(), totals);
+  if (!options.json.empty())
+    weft_bench::write_json(options, "weft", transport, where, comm.size(), totals);
   return weft_bench::print_footer(totals);
 }
 
@@ -100,24 +104,30 @@ int main(int argc, char** argv) {
       const int ranks = options.ranks ? options.ranks : 4;
       print_header(options, "inproc", "threads of one process", ranks);
       weft_bench::summary totals;
-      weft::inproc::run(ranks, [&](weft::communicator<weft::inproc::transport>& comm) {
-        weft_bench::run_table(comm, options, totals);
-      }, weft::options::from_environment());
-      if (!options.json.empty()) weft_bench::write_json(options, "weft", "inproc", "threads of one process", ranks, totals);
+      weft::inproc::run(
+          ranks,
+          [&](weft::communicator<weft::inproc::transport>& comm) {
+            weft_bench::run_table(comm, options, totals);
+          },
+          weft::options::from_environment());
+      if (!options.json.empty())
+        weft_bench::write_json(options, "weft", "inproc", "threads of one process", ranks, totals);
       return weft_bench::print_footer(totals);
     }
 #if WEFT_BENCH_TCP
     if (options.transport == "tcp") {
       auto job = weft::tcp::session::from_environment();
-      const std::string where = "processes started by " + job.launch().launcher + ", TCP on " + job.endpoint().address();
+      const std::string where =
+          "processes started by " + job.launch().launcher + ", TCP on " + job.endpoint().address();
       return run_session(job, options, "tcp", where);
     }
 #endif
 #if WEFT_BENCH_OFI
     if (options.transport == "ofi") {
       auto job = weft::ofi::session::from_environment();
-      const std::string where = "processes started by " + job.launch().launcher + ", libfabric provider " +
-                                job.endpoint().provider() + " on fabric " + job.endpoint().fabric();
+      const std::string where = "processes started by " + job.launch().launcher +
+                                ", libfabric provider " + job.endpoint().provider() +
+                                " on fabric " + job.endpoint().fabric();
       return run_session(job, options, "ofi", where);
     }
 #endif
@@ -130,7 +140,8 @@ int main(int argc, char** argv) {
 #if WEFT_BENCH_SHM
     if (options.transport == "shm") {
       auto job = weft::shm::session::from_environment();
-      const std::string where = "processes started by " + job.launch().launcher + ", " + job.endpoint().describe();
+      const std::string where =
+          "processes started by " + job.launch().launcher + ", " + job.endpoint().describe();
       return run_session(job, options, "shm", where);
     }
 #endif

@@ -23,15 +23,17 @@ namespace {
 
 template <class T, class Op>
 measurement measure_on_gpus(weft::cuda::communicators& gpus, std::vector<rank_events>& events,
-                            const std::string& collective, std::size_t count, bool in_place, const settings& options,
-                            Op op) {
+                            const std::string& collective, std::size_t count, bool in_place,
+                            const settings& options, Op op) {
   const int p = gpus.size();
   std::vector<workload<T, Op>> hosts;
   hosts.reserve(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r) hosts.emplace_back(collective, count, in_place, p, r, options.root, op);
+  for (int r = 0; r < p; ++r)
+    hosts.emplace_back(collective, count, in_place, p, r, options.root, op);
   std::vector<device_workload<T, Op>> works;
   works.reserve(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r) works.emplace_back(hosts[static_cast<std::size_t>(r)], gpus.device(r));
+  for (int r = 0; r < p; ++r)
+    works.emplace_back(hosts[static_cast<std::size_t>(r)], gpus.device(r));
   const bool restore = hosts.front().overwrites_input();
   auto once = [&] {
     for (int r = 0; r < p; ++r) call_weft(gpus[r], works[static_cast<std::size_t>(r)]);
@@ -48,9 +50,14 @@ measurement measure_on_gpus(weft::cuda::communicators& gpus, std::vector<rank_ev
     std::vector<double> times;
     for (int i = 0; i < options.iterations; ++i) {
       gpus.synchronize(60s);
-      for (int r = 0; r < p; ++r) weft::cuda::check(cudaEventRecord(events[static_cast<std::size_t>(r)].start, gpus.stream(r)), "cudaEventRecord");
+      for (int r = 0; r < p; ++r)
+        weft::cuda::check(
+            cudaEventRecord(events[static_cast<std::size_t>(r)].start, gpus.stream(r)),
+            "cudaEventRecord");
       once();
-      for (int r = 0; r < p; ++r) weft::cuda::check(cudaEventRecord(events[static_cast<std::size_t>(r)].stop, gpus.stream(r)), "cudaEventRecord");
+      for (int r = 0; r < p; ++r)
+        weft::cuda::check(cudaEventRecord(events[static_cast<std::size_t>(r)].stop, gpus.stream(r)),
+                          "cudaEventRecord");
       gpus.synchronize(60s);
       double slowest = 0;
       for (const auto& e : events) {
@@ -82,8 +89,8 @@ int run_cuda(const settings& options) {
   weft::cuda::request_hardware_queues();
   const int visible = weft::cuda::device_count();
   if (visible == 0) {
-    std::fprintf(stderr, "%s: skipped: no CUDA device: --transport cuda needs a GPU (%s)\n", program_name,
-                 weft::cuda::why_no_device().c_str());
+    std::fprintf(stderr, "%s: skipped: no CUDA device: --transport cuda needs a GPU (%s)\n",
+                 program_name, weft::cuda::why_no_device().c_str());
     return 77;
   }
   const int ranks = options.ranks ? options.ranks : 4;
@@ -93,17 +100,20 @@ int run_cuda(const settings& options) {
   std::vector<rank_events> events(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     weft::cuda::device_scope on(gpus.device(r));
-    weft::cuda::check(cudaEventCreate(&events[static_cast<std::size_t>(r)].start), "cudaEventCreate");
-    weft::cuda::check(cudaEventCreate(&events[static_cast<std::size_t>(r)].stop), "cudaEventCreate");
+    weft::cuda::check(cudaEventCreate(&events[static_cast<std::size_t>(r)].start),
+                      "cudaEventCreate");
+    weft::cuda::check(cudaEventCreate(&events[static_cast<std::size_t>(r)].stop),
+                      "cudaEventCreate");
   }
   cudaDeviceProp props{};
   weft::cuda::check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
-  const std::string where = "GPUs of one process: " + std::to_string(ranks) + " ranks on " + std::to_string(visible) +
-                            " x " + props.name + ", CUDA events";
+  const std::string where = "GPUs of one process: " + std::to_string(ranks) + " ranks on " +
+                            std::to_string(visible) + " x " + props.name + ", CUDA events";
   std::printf("# weft-bench: transport cuda (%s), %d ranks\n", where.c_str(), ranks);
-  std::printf("# type %s, op %s, root %d, algorithm %s, iterations %d (median), warm-up %d, check %d\n",
-              options.type.c_str(), options.op.c_str(), options.root, options.algorithm.c_str(), options.iterations,
-              options.warmup, options.check ? 1 : 0);
+  std::printf(
+      "# type %s, op %s, root %d, algorithm %s, iterations %d (median), warm-up %d, check %d\n",
+      options.type.c_str(), options.op.c_str(), options.root, options.algorithm.c_str(),
+      options.iterations, options.warmup, options.check ? 1 : 0);
   std::fflush(stdout);
   summary totals;
   with_type_and_op(options, [&]<class T, class Op>(std::type_identity<T>, Op op) {

@@ -37,11 +37,15 @@ class store_sum {
   std::vector<std::array<std::size_t, 2>> all(std::array<std::size_t, 2> mine) {
     auto& comm = job_->comm();
     const std::string key = "weft-bench/sum/" + std::to_string(round_++) + "/";
-    job_->meeting()->set(key + std::to_string(comm.rank()), std::to_string(mine[0]) + " " + std::to_string(mine[1]));
+    job_->meeting()->set(key + std::to_string(comm.rank()),
+                         std::to_string(mine[0]) + " " + std::to_string(mine[1]));
     std::vector<std::array<std::size_t, 2>> every;
     for (int r = 0; r < comm.size(); ++r) {
-      const auto value = job_->meeting()->get(key + std::to_string(r), weft::deadline_clock::now() + 120s);
-      if (!value) throw weft::error(weft::errc::timeout, "weft-bench: rank " + std::to_string(r) + " did not report");
+      const auto value =
+          job_->meeting()->get(key + std::to_string(r), weft::deadline_clock::now() + 120s);
+      if (!value)
+        throw weft::error(weft::errc::timeout,
+                          "weft-bench: rank " + std::to_string(r) + " did not report");
       std::array<std::size_t, 2> theirs{};
       std::sscanf(value->c_str(), "%zu %zu", &theirs[0], &theirs[1]);
       every.push_back(theirs);
@@ -57,8 +61,9 @@ class store_sum {
 // One rank's calls on its stream: per iteration a stream-ordered barrier, then the call between
 // two events; the time is this rank's median, the slowest rank's taken through the store.
 template <class T, class Op>
-measurement measure_ipc(weft::cuda::session& job, rank_events& events, store_sum& sum, const std::string& collective,
-                        std::size_t count, bool in_place, const settings& options, Op op) {
+measurement measure_ipc(weft::cuda::session& job, rank_events& events, store_sum& sum,
+                        const std::string& collective, std::size_t count, bool in_place,
+                        const settings& options, Op op) {
   auto& comm = job.comm();
   const int p = comm.size();
   workload<T, Op> host(collective, count, in_place, p, comm.rank(), options.root, op);
@@ -81,7 +86,8 @@ measurement measure_ipc(weft::cuda::session& job, rank_events& events, store_sum
       weft::cuda::check(cudaEventRecord(events.stop, job.endpoint().stream()), "cudaEventRecord");
       weft::cuda::synchronize(comm, 60s);
       float ms = 0;
-      weft::cuda::check(cudaEventElapsedTime(&ms, events.start, events.stop), "cudaEventElapsedTime");
+      weft::cuda::check(cudaEventElapsedTime(&ms, events.start, events.stop),
+                        "cudaEventElapsedTime");
       times.push_back(static_cast<double>(ms) / 1e3);
       if (i == 0 && options.check) result.wrong += work.wrong();
       if (restore) work.load();
@@ -103,8 +109,8 @@ measurement measure_ipc(weft::cuda::session& job, rank_events& events, store_sum
 // wrong result, 77 no GPU here).
 int run_cuda_ipc(const settings& options) {
   if (weft::cuda::device_count() == 0) {
-    std::fprintf(stderr, "%s: skipped: no CUDA device: --transport cuda-ipc needs a GPU (%s)\n", program_name,
-                 weft::cuda::why_no_device().c_str());
+    std::fprintf(stderr, "%s: skipped: no CUDA device: --transport cuda-ipc needs a GPU (%s)\n",
+                 program_name, weft::cuda::why_no_device().c_str());
     return 77;
   }
   weft::cuda::request_hardware_queues();
@@ -118,14 +124,17 @@ int run_cuda_ipc(const settings& options) {
     weft::cuda::check(cudaEventCreate(&events.stop), "cudaEventCreate");
   }
   cudaDeviceProp props{};
-  weft::cuda::check(cudaGetDeviceProperties(&props, job.endpoint().device()), "cudaGetDeviceProperties");
-  const std::string where = "processes started by " + job.launch().launcher + " on " + props.name + ", " +
-                            job.endpoint().describe() + ", buffers from the pool, CUDA events";
+  weft::cuda::check(cudaGetDeviceProperties(&props, job.endpoint().device()),
+                    "cudaGetDeviceProperties");
+  const std::string where = "processes started by " + job.launch().launcher + " on " + props.name +
+                            ", " + job.endpoint().describe() +
+                            ", buffers from the pool, CUDA events";
   if (comm.rank() == 0) {
     std::printf("# weft-bench: transport cuda-ipc (%s), %d ranks\n", where.c_str(), p);
-    std::printf("# type %s, op %s, root %d, algorithm %s, iterations %d (median), warm-up %d, check %d\n",
-                options.type.c_str(), options.op.c_str(), options.root, options.algorithm.c_str(), options.iterations,
-                options.warmup, options.check ? 1 : 0);
+    std::printf(
+        "# type %s, op %s, root %d, algorithm %s, iterations %d (median), warm-up %d, check %d\n",
+        options.type.c_str(), options.op.c_str(), options.root, options.algorithm.c_str(),
+        options.iterations, options.warmup, options.check ? 1 : 0);
     std::fflush(stdout);
   }
   summary totals;

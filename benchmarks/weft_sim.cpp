@@ -23,8 +23,8 @@
 #include <weft/weft.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -57,35 +57,38 @@ struct sim_settings {
   std::string json;
 };
 
-// The flags, with their defaults; to stdout for --help (exit 0), to stderr after a problem (exit 2).
+// The flags, with their defaults: to stdout for --help (exit 0), to stderr after a problem
+// (exit 2).
 [[noreturn]] void usage(const std::string& problem) {
   const sim_settings d;
   std::FILE* out = problem.empty() ? stdout : stderr;
   if (!problem.empty()) std::fprintf(out, "weft-sim: %s\n", problem.c_str());
-  std::fprintf(out,
-               "usage: weft-sim [flags]   (predicts a collective's time on a machine; defaults in brackets)\n"
-               "  --fabric hgx|nvl72|ualink|uniform  the machine [%s]\n"
-               "  --nodes N                 nodes (hgx) or racks (nvl72) [hgx 2, nvl72 and ualink 1]\n"
-               "  --gpus-per-node G         GPUs of an hgx node [%d]\n"
-               "  --nics K                  scale-out NICs of a node [one a GPU]\n"
-               "  --accelerators N --lanes L  a UALink pod [%d, %d]\n"
-               "  --scale-up-gbps X --scale-up-us X  the scale-up links [%g Gbit/s, %g us]\n"
-               "  --memory-gbs X            HBM bandwidth [%g GB/s]\n"
-               "  --scale-out-gbps X --scale-out-us X  the scale-out network [%g Gbit/s, %g us]\n"
-               "  --tiers 1|2|3 --oversubscription R --leaf-ports K --pod-leaves K --hop-us X\n"
-               "                            the Clos network [%d, %g, %d, %d, %g us]\n"
-               "  --ranks N --gbps X --latency-us X  the uniform fabric [%d, %g Gbit/s, %g us]\n"
-               "  --collective allreduce|reduce_scatter|allgather|broadcast|alltoall [%s]\n"
-               "  --algorithm A[,B...]      any WEFT_ALGO spelling (ring, recursive_halving,\n"
-               "                            hierarchical(ring,ring), ...) or automatic [automatic]\n"
-               "  -b MIN_BYTES -e MAX_BYTES -f FACTOR  the sizes, with K, M and G suffixes (powers of\n"
-               "                            1024) [%zu, %zu, %zu]\n"
-               "  --json FILE --traffic FILE.svg --tiers-svg FILE.svg  results and pictures [none]\n"
-               "  --help                    this text\n",
-               d.fabric.c_str(), d.gpus_per_node, d.accelerators, d.lanes, d.scale_up_gbps, d.scale_up_us,
-               d.memory_gbs, d.scale_out_gbps, d.scale_out_us, d.tiers, d.oversubscription, d.leaf_ports,
-               d.pod_leaves, d.hop_us, d.ranks, d.gbps, d.latency_us, d.collective.c_str(), d.min_bytes,
-               d.max_bytes, d.factor);
+  std::fprintf(
+      out,
+      "usage: weft-sim [flags]   (predicts a collective's time on a machine; defaults in "
+      "brackets)\n"
+      "  --fabric hgx|nvl72|ualink|uniform  the machine [%s]\n"
+      "  --nodes N                 nodes (hgx) or racks (nvl72) [hgx 2, nvl72 and ualink 1]\n"
+      "  --gpus-per-node G         GPUs of an hgx node [%d]\n"
+      "  --nics K                  scale-out NICs of a node [one a GPU]\n"
+      "  --accelerators N --lanes L  a UALink pod [%d, %d]\n"
+      "  --scale-up-gbps X --scale-up-us X  the scale-up links [%g Gbit/s, %g us]\n"
+      "  --memory-gbs X            HBM bandwidth [%g GB/s]\n"
+      "  --scale-out-gbps X --scale-out-us X  the scale-out network [%g Gbit/s, %g us]\n"
+      "  --tiers 1|2|3 --oversubscription R --leaf-ports K --pod-leaves K --hop-us X\n"
+      "                            the Clos network [%d, %g, %d, %d, %g us]\n"
+      "  --ranks N --gbps X --latency-us X  the uniform fabric [%d, %g Gbit/s, %g us]\n"
+      "  --collective allreduce|reduce_scatter|allgather|broadcast|alltoall [%s]\n"
+      "  --algorithm A[,B...]      any WEFT_ALGO spelling (ring, recursive_halving,\n"
+      "                            hierarchical(ring,ring), ...) or automatic [automatic]\n"
+      "  -b MIN_BYTES -e MAX_BYTES -f FACTOR  the sizes, with K, M and G suffixes (powers of\n"
+      "                            1024) [%zu, %zu, %zu]\n"
+      "  --json FILE --traffic FILE.svg --tiers-svg FILE.svg  results and pictures [none]\n"
+      "  --help                    this text\n",
+      d.fabric.c_str(), d.gpus_per_node, d.accelerators, d.lanes, d.scale_up_gbps, d.scale_up_us,
+      d.memory_gbs, d.scale_out_gbps, d.scale_out_us, d.tiers, d.oversubscription, d.leaf_ports,
+      d.pod_leaves, d.hop_us, d.ranks, d.gbps, d.latency_us, d.collective.c_str(), d.min_bytes,
+      d.max_bytes, d.factor);
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -107,7 +110,8 @@ double rate(const std::string& flag, const char* text) { return number(flag, tex
 
 int whole(const std::string& flag, const char* text, int lowest) {
   const double value = number(flag, text, lowest);
-  if (value != static_cast<int>(value)) usage(flag + " wants a whole number, not '" + std::string(text) + "'");
+  if (value != static_cast<int>(value))
+    usage(flag + " wants a whole number, not '" + std::string(text) + "'");
   return static_cast<int>(value);
 }
 
@@ -139,33 +143,58 @@ sim_settings parse(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") usage("");
     if (i + 1 >= argc) usage(flag + " needs a value");
     const char* value = argv[++i];
-    if (flag == "--fabric") s.fabric = value;
-    else if (flag == "--nodes") s.nodes = whole(flag, value, 1);
-    else if (flag == "--gpus-per-node") s.gpus_per_node = whole(flag, value, 1);
-    else if (flag == "--nics") s.nics = whole(flag, value, 1);
-    else if (flag == "--scale-up-gbps") s.scale_up_gbps = rate(flag, value), s.given_scale_up = true;
-    else if (flag == "--scale-up-us") s.scale_up_us = number(flag, value, 0);
-    else if (flag == "--accelerators") s.accelerators = whole(flag, value, 1);
-    else if (flag == "--lanes") s.lanes = whole(flag, value, 1);
-    else if (flag == "--tiers") s.tiers = whole(flag, value, 1);
-    else if (flag == "--oversubscription") s.oversubscription = number(flag, value, 1);
-    else if (flag == "--leaf-ports") s.leaf_ports = whole(flag, value, 1);
-    else if (flag == "--pod-leaves") s.pod_leaves = whole(flag, value, 1);
-    else if (flag == "--hop-us") s.hop_us = number(flag, value, 0);
-    else if (flag == "--traffic") s.traffic_svg = value;
-    else if (flag == "--tiers-svg") s.tiers_svg = value;
-    else if (flag == "--scale-out-gbps") s.scale_out_gbps = rate(flag, value);
-    else if (flag == "--scale-out-us") s.scale_out_us = number(flag, value, 0);
-    else if (flag == "--memory-gbs") s.memory_gbs = number(flag, value, 0), s.given_memory = true;
-    else if (flag == "--ranks") s.ranks = whole(flag, value, 1);
-    else if (flag == "--gbps") s.gbps = rate(flag, value);
-    else if (flag == "--latency-us") s.latency_us = number(flag, value, 0);
-    else if (flag == "--collective") s.collective = value;
-    else if (flag == "--algorithm") s.algorithms = algorithm_list(value);
-    else if (flag == "--json") s.json = value;
+    if (flag == "--fabric")
+      s.fabric = value;
+    else if (flag == "--nodes")
+      s.nodes = whole(flag, value, 1);
+    else if (flag == "--gpus-per-node")
+      s.gpus_per_node = whole(flag, value, 1);
+    else if (flag == "--nics")
+      s.nics = whole(flag, value, 1);
+    else if (flag == "--scale-up-gbps")
+      s.scale_up_gbps = rate(flag, value), s.given_scale_up = true;
+    else if (flag == "--scale-up-us")
+      s.scale_up_us = number(flag, value, 0);
+    else if (flag == "--accelerators")
+      s.accelerators = whole(flag, value, 1);
+    else if (flag == "--lanes")
+      s.lanes = whole(flag, value, 1);
+    else if (flag == "--tiers")
+      s.tiers = whole(flag, value, 1);
+    else if (flag == "--oversubscription")
+      s.oversubscription = number(flag, value, 1);
+    else if (flag == "--leaf-ports")
+      s.leaf_ports = whole(flag, value, 1);
+    else if (flag == "--pod-leaves")
+      s.pod_leaves = whole(flag, value, 1);
+    else if (flag == "--hop-us")
+      s.hop_us = number(flag, value, 0);
+    else if (flag == "--traffic")
+      s.traffic_svg = value;
+    else if (flag == "--tiers-svg")
+      s.tiers_svg = value;
+    else if (flag == "--scale-out-gbps")
+      s.scale_out_gbps = rate(flag, value);
+    else if (flag == "--scale-out-us")
+      s.scale_out_us = number(flag, value, 0);
+    else if (flag == "--memory-gbs")
+      s.memory_gbs = number(flag, value, 0), s.given_memory = true;
+    else if (flag == "--ranks")
+      s.ranks = whole(flag, value, 1);
+    else if (flag == "--gbps")
+      s.gbps = rate(flag, value);
+    else if (flag == "--latency-us")
+      s.latency_us = number(flag, value, 0);
+    else if (flag == "--collective")
+      s.collective = value;
+    else if (flag == "--algorithm")
+      s.algorithms = algorithm_list(value);
+    else if (flag == "--json")
+      s.json = value;
     else if (flag == "-b" || flag == "-e" || flag == "-f") {
       const auto bytes = weft_bench::size_value(value);
-      if (!bytes || (flag == "-f" && *bytes < 2)) usage(flag + " wants a size such as 8, 64K or 16M, not '" + value + "'");
+      if (!bytes || (flag == "-f" && *bytes < 2))
+        usage(flag + " wants a size such as 8, 64K or 16M, not '" + value + "'");
       (flag == "-b" ? s.min_bytes : flag == "-e" ? s.max_bytes : s.factor) = *bytes;
     } else {
       usage("unknown flag " + flag);
@@ -176,11 +205,14 @@ sim_settings parse(int argc, char** argv) {
   }
   if (s.tiers > 3) usage("--tiers is 1, 2 or 3");
   if (s.accelerators > 1024) usage("--accelerators: a UALink pod has at most 1024");
-  const std::vector<std::string> collectives = {"allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall"};
+  const std::vector<std::string> collectives = {"allreduce", "reduce_scatter", "allgather",
+                                                "broadcast", "alltoall"};
   if (std::find(collectives.begin(), collectives.end(), s.collective) == collectives.end()) {
-    usage("--collective '" + s.collective + "' is not one of allreduce, reduce_scatter, allgather, broadcast, alltoall");
+    usage("--collective '" + s.collective +
+          "' is not one of allreduce, reduce_scatter, allgather, broadcast, alltoall");
   }
-  if (s.fabric == "hgx" && s.nics > s.gpus_per_node) usage("--nics must not exceed --gpus-per-node");
+  if (s.fabric == "hgx" && s.nics > s.gpus_per_node)
+    usage("--nics must not exceed --gpus-per-node");
   if (s.min_bytes < sizeof(float)) usage("-b must be at least 4 bytes (one float)");
   if (s.min_bytes > s.max_bytes) usage("-b must not exceed -e");
   return s;
@@ -188,7 +220,8 @@ sim_settings parse(int argc, char** argv) {
 
 weft::sim::fabric machine_of(const sim_settings& s) {
   if (s.fabric == "uniform") {
-    auto flat = weft::sim::fabric::uniform(s.ranks, {.gbit_per_s = s.gbps, .latency_us = s.latency_us});
+    auto flat =
+        weft::sim::fabric::uniform(s.ranks, {.gbit_per_s = s.gbps, .latency_us = s.latency_us});
     if (s.given_memory) flat.with_memory_bandwidth(s.memory_gbs);  // else computing is free
     return flat;
   }
@@ -207,7 +240,8 @@ weft::sim::fabric machine_of(const sim_settings& s) {
   net.leaf_ports = s.leaf_ports;
   net.pod_leaves = s.pod_leaves;
   net.with_tiers(s.tiers, s.oversubscription);
-  if (net.nics > domain.gpus) usage("--nics must not exceed the GPUs of a domain (" + std::to_string(domain.gpus) + ")");
+  if (net.nics > domain.gpus)
+    usage("--nics must not exceed the GPUs of a domain (" + std::to_string(domain.gpus) + ")");
   return weft::sim::cluster(domains, domain, net);
 }
 
@@ -215,7 +249,8 @@ weft::sim::fabric machine_of(const sim_settings& s) {
 // size: allreduce and broadcast the buffer, allgather the whole output, reduce_scatter the whole
 // input, alltoall one rank's input; a multiple of the ranks for the last three); returns the
 // algorithm that ran.
-std::string call(weft::communicator<weft::sim::transport>& comm, const std::string& collective, std::size_t count) {
+std::string call(weft::communicator<weft::sim::transport>& comm, const std::string& collective,
+                 std::size_t count) {
   const std::size_t block = count / static_cast<std::size_t>(comm.size());
   if (collective == "allreduce") {
     weft::sim::phantom<float> data(count);
@@ -227,11 +262,14 @@ std::string call(weft::communicator<weft::sim::transport>& comm, const std::stri
   }
   if (collective == "allgather") {
     weft::sim::phantom<float> mine(block), all(count);
-    return std::string(weft::allgather(comm, std::span<const float>(mine.span()), all.span()).algorithm);
+    return std::string(
+        weft::allgather(comm, std::span<const float>(mine.span()), all.span()).algorithm);
   }
   if (collective == "reduce_scatter") {
     weft::sim::phantom<float> all(count), mine(block);
-    return std::string(weft::reduce_scatter(comm, std::span<const float>(all.span()), mine.span(), weft::sum{}).algorithm);
+    return std::string(
+        weft::reduce_scatter(comm, std::span<const float>(all.span()), mine.span(), weft::sum{})
+            .algorithm);
   }
   weft::sim::phantom<float> in(count), out(count);
   return std::string(weft::alltoall(comm, std::span<const float>(in.span()), out.span()).algorithm);
@@ -247,7 +285,9 @@ struct row {
   double utilization;
 };
 
-std::string json_text(const std::string& text) { return "\"" + weft_bench::json_escape(text) + "\""; }
+std::string json_text(const std::string& text) {
+  return "\"" + weft_bench::json_escape(text) + "\"";
+}
 
 }  // namespace
 
@@ -260,19 +300,22 @@ int main(int argc, char** argv) {
     std::printf(" (ports of %g Gbit/s, %g us)", s.gbps, s.latency_us);
   } else {
     const auto& port = machine.links().front();
-    std::printf(" (scale-up ports %g GB/s %g us, memory %g GB/s", port.bytes_per_s / 1e9, port.latency_s * 1e6,
-                machine.memory_bytes_per_s() / 1e9);
+    std::printf(" (scale-up ports %g GB/s %g us, memory %g GB/s", port.bytes_per_s / 1e9,
+                port.latency_s * 1e6, machine.memory_bytes_per_s() / 1e9);
     if (machine.nodes().back() > 0) {  // more than one domain
-      std::printf("; scale-out %s of %g Gbit/s %g us", s.nics == 0 ? "a NIC a GPU" : (std::to_string(s.nics) + " NICs a domain").c_str(),
+      std::printf("; scale-out %s of %g Gbit/s %g us",
+                  s.nics == 0 ? "a NIC a GPU" : (std::to_string(s.nics) + " NICs a domain").c_str(),
                   s.scale_out_gbps, s.scale_out_us);
       if (s.tiers > 1) std::printf(", %d-port leaves, %g us a hop", s.leaf_ports, s.hop_us);
     }
     std::printf(")");
   }
-  std::printf("\n# collective %s, float sum, phantom payload (simulated time; bytes counted once per message)\n",
-              s.collective.c_str());
-  std::printf("#%11s  %-30s %12s %9s %9s %12s %12s  %s\n", "size (B)", "algorithm", "time (us)", "algbw", "busbw",
-              "scale-up B", "scale-out B", "hottest link (busy)");
+  std::printf(
+      "\n# collective %s, float sum, phantom payload (simulated time; bytes counted once per "
+      "message)\n",
+      s.collective.c_str());
+  std::printf("#%11s  %-30s %12s %9s %9s %12s %12s  %s\n", "size (B)", "algorithm", "time (us)",
+              "algbw", "busbw", "scale-up B", "scale-out B", "hottest link (busy)");
   std::vector<row> rows;
   const auto started = std::chrono::steady_clock::now();
   auto last_progress = started;
@@ -310,18 +353,23 @@ int main(int argc, char** argv) {
             weft::sim::payload::phantom);
         // The hottest link: the one busy longest (its bytes over its bandwidth).
         std::size_t hottest = 0;
-        auto busy_seconds = [&](std::size_t l) { return measured.link_bytes[l] / machine.links()[l].bytes_per_s; };
+        auto busy_seconds = [&](std::size_t l) {
+          return measured.link_bytes[l] / machine.links()[l].bytes_per_s;
+        };
         for (std::size_t l = 1; l < measured.link_bytes.size(); ++l) {
           if (busy_seconds(l) > busy_seconds(hottest)) hottest = l;
         }
         const auto& link = machine.links()[hottest];
-        const double busy = measured.seconds > 0 ? measured.link_bytes[hottest] / link.bytes_per_s / measured.seconds : 0;
-        const double algbw = measured.seconds > 0 ? static_cast<double>(bytes) / measured.seconds / 1e9 : 0;
+        const double busy = measured.seconds > 0
+                                ? measured.link_bytes[hottest] / link.bytes_per_s / measured.seconds
+                                : 0;
+        const double algbw =
+            measured.seconds > 0 ? static_cast<double>(bytes) / measured.seconds / 1e9 : 0;
         const double busbw = algbw * weft_bench::bus_factor(s.collective, p);
         const std::string shown = algorithm == "automatic" ? "automatic: " + chosen : algorithm;
-        std::printf("%12zu  %-30s %12.2f %9.2f %9.2f %12.4g %12.4g  %s (%.0f%%)\n", bytes, shown.c_str(),
-                    measured.seconds * 1e6, algbw, busbw, measured.scale_up_bytes, measured.scale_out_bytes,
-                    link.name.c_str(), 100 * busy);
+        std::printf("%12zu  %-30s %12.2f %9.2f %9.2f %12.4g %12.4g  %s (%.0f%%)\n", bytes,
+                    shown.c_str(), measured.seconds * 1e6, algbw, busbw, measured.scale_up_bytes,
+                    measured.scale_out_bytes, link.name.c_str(), 100 * busy);
         rows.push_back({bytes, algorithm, chosen, measured, busbw, hottest, busy});
       } catch (const std::exception& failure) {
         std::printf("%12zu  %-30s failed: %s\n", bytes, algorithm.c_str(), failure.what());
@@ -343,8 +391,9 @@ int main(int argc, char** argv) {
   for (const row& r : rows) {
     if (r.bytes != largest) continue;
     const std::string name = r.algorithm == "automatic" ? "automatic: " + r.chosen : r.algorithm;
-    pictures.push_back({name + ", " + weft_sim::bytes_label(static_cast<double>(r.bytes)), p, r.measured.traffic,
-                        r.measured.scale_up_bytes, r.measured.scale_out_bytes, machine.nodes()});
+    pictures.push_back({name + ", " + weft_sim::bytes_label(static_cast<double>(r.bytes)), p,
+                        r.measured.traffic, r.measured.scale_up_bytes, r.measured.scale_out_bytes,
+                        machine.nodes()});
   }
   if (!s.traffic_svg.empty() && !weft_sim::write_traffic_svg(s.traffic_svg, pictures)) {
     std::fprintf(stderr, "weft-sim: could not write %s\n", s.traffic_svg.c_str());
@@ -363,20 +412,26 @@ int main(int argc, char** argv) {
       const row& r = rows[i];
       char seconds[64];
       std::snprintf(seconds, sizeof(seconds), "%.17g", r.measured.seconds);
-      out << (i ? ",\n  " : "\n  ") << "{\"bytes\": " << r.bytes << ", \"algorithm\": " << json_text(r.algorithm)
-          << ", \"ran\": " << json_text(r.chosen) << ", \"seconds\": " << seconds << ", \"busbw_gbs\": " << r.busbw
-          << ", \"scale_up_bytes\": " << r.measured.scale_up_bytes << ", \"scale_out_bytes\": "
-          << r.measured.scale_out_bytes << ", \"messages\": " << r.measured.messages
-          << ", \"hottest_link\": " << json_text(machine.links()[r.hottest].name) << ", \"hottest_busy\": " << r.utilization
-          << ", \"links\": [";
+      out << (i ? ",\n  " : "\n  ") << "{\"bytes\": " << r.bytes
+          << ", \"algorithm\": " << json_text(r.algorithm) << ", \"ran\": " << json_text(r.chosen)
+          << ", \"seconds\": " << seconds << ", \"busbw_gbs\": " << r.busbw
+          << ", \"scale_up_bytes\": " << r.measured.scale_up_bytes
+          << ", \"scale_out_bytes\": " << r.measured.scale_out_bytes
+          << ", \"messages\": " << r.measured.messages
+          << ", \"hottest_link\": " << json_text(machine.links()[r.hottest].name)
+          << ", \"hottest_busy\": " << r.utilization << ", \"links\": [";
       // Every link that carried bytes: its name, bytes and the share of the run it was busy.
       bool first_link = true;
       for (std::size_t l = 0; l < r.measured.link_bytes.size(); ++l) {
         if (r.measured.link_bytes[l] <= 0) continue;
         const auto& link = machine.links()[l];
         out << (first_link ? "" : ", ") << "{\"name\": " << json_text(link.name) << ", \"tier\": \""
-            << weft::sim::to_string(link.tier) << "\", \"bytes\": " << r.measured.link_bytes[l] << ", \"busy\": "
-            << (r.measured.seconds > 0 ? r.measured.link_bytes[l] / link.bytes_per_s / r.measured.seconds : 0.0) << "}";
+            << weft::sim::to_string(link.tier) << "\", \"bytes\": " << r.measured.link_bytes[l]
+            << ", \"busy\": "
+            << (r.measured.seconds > 0
+                    ? r.measured.link_bytes[l] / link.bytes_per_s / r.measured.seconds
+                    : 0.0)
+            << "}";
         first_link = false;
       }
       out << "], \"traffic\": ";
@@ -386,7 +441,8 @@ int main(int argc, char** argv) {
       } else {
         for (int a = 0; a < p; ++a) {
           out << (a ? ", [" : "[[");
-          for (int b = 0; b < p; ++b) out << (b ? "," : "") << r.measured.traffic[static_cast<std::size_t>(a) * p + b];
+          for (int b = 0; b < p; ++b)
+            out << (b ? "," : "") << r.measured.traffic[static_cast<std::size_t>(a) * p + b];
           out << "]";
         }
         out << "]";

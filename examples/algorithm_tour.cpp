@@ -15,9 +15,9 @@ int main() {
   weft::inproc::run(ranks, [&](weft::communicator<weft::inproc::transport>& comm) {
     auto show = [&](const weft::report& report) {
       if (comm.rank() == 0) {
-        std::printf("%-15s %-19s %4d steps %9llu bytes sent\n", std::string(report.collective).c_str(),
-                    std::string(report.algorithm).c_str(), report.steps,
-                    static_cast<unsigned long long>(report.bytes_sent));
+        std::printf("%-15s %-19s %4d steps %9llu bytes sent\n",
+                    std::string(report.collective).c_str(), std::string(report.algorithm).c_str(),
+                    report.steps, static_cast<unsigned long long>(report.bytes_sent));
       }
     };
     std::vector<float> data(count), all(count * ranks);
@@ -34,14 +34,19 @@ int main() {
     show(weft::broadcast(comm, std::span<float>(data), 0, weft::binomial_tree{}));
     show(weft::broadcast(comm, std::span<float>(data), 0, weft::ring{}));
     show(weft::allgather(comm, std::span<const float>(data), std::span<float>(all), weft::ring{}));
-    show(weft::allgather(comm, std::span<const float>(data), std::span<float>(all), weft::recursive_doubling{}));
+    show(weft::allgather(comm, std::span<const float>(data), std::span<float>(all),
+                         weft::recursive_doubling{}));
     show(weft::allgather(comm, std::span<const float>(data), std::span<float>(all), weft::bruck{}));
     std::vector<float> mine(count);
-    show(weft::reduce_scatter(comm, std::span<const float>(all), std::span<float>(mine), weft::sum{}, weft::ring{}));
-    show(weft::reduce_scatter(comm, std::span<const float>(all), std::span<float>(mine), weft::sum{}, weft::recursive_halving{}));
+    show(weft::reduce_scatter(comm, std::span<const float>(all), std::span<float>(mine),
+                              weft::sum{}, weft::ring{}));
+    show(weft::reduce_scatter(comm, std::span<const float>(all), std::span<float>(mine),
+                              weft::sum{}, weft::recursive_halving{}));
     std::vector<float> swapped(all.size());
-    show(weft::alltoall(comm, std::span<const float>(all), std::span<float>(swapped), weft::pairwise{}));
-    show(weft::alltoall(comm, std::span<const float>(all), std::span<float>(swapped), weft::bruck{}));
+    show(weft::alltoall(comm, std::span<const float>(all), std::span<float>(swapped),
+                        weft::pairwise{}));
+    show(weft::alltoall(comm, std::span<const float>(all), std::span<float>(swapped),
+                        weft::bruck{}));
     show(weft::barrier(comm, weft::dissemination{}));
   });
   std::printf("results %s\n", correct ? "correct" : "WRONG");

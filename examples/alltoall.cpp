@@ -13,15 +13,21 @@ int main() {
   weft::inproc::run(ranks, [&](weft::communicator<weft::inproc::transport>& comm) {
     for (std::size_t block : {std::size_t{4}, std::size_t{16384}}) {
       std::vector<int> in(block * ranks), out(block * ranks);
-      for (std::size_t i = 0; i < in.size(); ++i) in[i] = comm.rank() * 100 + static_cast<int>(i / block);
-      const auto pairwise = weft::alltoall(comm, std::span<const int>(in), std::span<int>(out), weft::pairwise{});
-      for (std::size_t i = 0; i < out.size(); ++i) correct = correct && out[i] == static_cast<int>(i / block) * 100 + comm.rank();
-      const auto bruck = weft::alltoall(comm, std::span<const int>(in), std::span<int>(out), weft::bruck{});
-      for (std::size_t i = 0; i < out.size(); ++i) correct = correct && out[i] == static_cast<int>(i / block) * 100 + comm.rank();
+      for (std::size_t i = 0; i < in.size(); ++i)
+        in[i] = comm.rank() * 100 + static_cast<int>(i / block);
+      const auto pairwise =
+          weft::alltoall(comm, std::span<const int>(in), std::span<int>(out), weft::pairwise{});
+      for (std::size_t i = 0; i < out.size(); ++i)
+        correct = correct && out[i] == static_cast<int>(i / block) * 100 + comm.rank();
+      const auto bruck =
+          weft::alltoall(comm, std::span<const int>(in), std::span<int>(out), weft::bruck{});
+      for (std::size_t i = 0; i < out.size(); ++i)
+        correct = correct && out[i] == static_cast<int>(i / block) * 100 + comm.rank();
       if (comm.rank() == 0) {
         std::printf("block %6zu B: pairwise %d steps %8llu B sent | bruck %d steps %8llu B sent\n",
-                    block * sizeof(int), pairwise.steps, static_cast<unsigned long long>(pairwise.bytes_sent),
-                    bruck.steps, static_cast<unsigned long long>(bruck.bytes_sent));
+                    block * sizeof(int), pairwise.steps,
+                    static_cast<unsigned long long>(pairwise.bytes_sent), bruck.steps,
+                    static_cast<unsigned long long>(bruck.bytes_sent));
       }
     }
   });

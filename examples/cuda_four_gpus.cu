@@ -1,11 +1,12 @@
-// NCCL's single-process example with weft: one process drives four GPUs. A communicator per rank, one
-// allreduce issued on every rank in turn from this one thread, and nothing is finished until
+// NCCL's single-process example with weft: one process drives four GPUs. A communicator per rank,
+// one allreduce issued on every rank in turn from this one thread, and nothing is finished until
 // the host synchronizes each rank's stream. NCCL's call is in a comment above each weft call.
 //
 // It runs with however many GPUs are visible: the four ranks share them (rank i on GPU
 // i % count), so one GPU runs all four. Without a GPU it says so and exits 77 ("skipped").
 //
-//   nvcc -std=c++20 -arch=sm_90 -I include -I transports/cuda examples/cuda_four_gpus.cu -o cuda_four_gpus
+//   nvcc -std=c++20 -arch=sm_90 -I include -I transports/cuda
+//        examples/cuda_four_gpus.cu -o cuda_four_gpus
 #include <weft/transport/cuda.hpp>
 #include <weft/weft.hpp>
 
@@ -37,10 +38,16 @@ int main() {
     std::vector<cudaStream_t> s(ranks);
     for (int i = 0; i < ranks; ++i) {
       weft::cuda::check(cudaSetDevice(devs[static_cast<std::size_t>(i)]), "cudaSetDevice");
-      weft::cuda::check(cudaMalloc(reinterpret_cast<void**>(&sendbuff[static_cast<std::size_t>(i)]), size * sizeof(float)), "cudaMalloc");
-      weft::cuda::check(cudaMalloc(reinterpret_cast<void**>(&recvbuff[static_cast<std::size_t>(i)]), size * sizeof(float)), "cudaMalloc");
+      weft::cuda::check(cudaMalloc(reinterpret_cast<void**>(&sendbuff[static_cast<std::size_t>(i)]),
+                                   size * sizeof(float)),
+                        "cudaMalloc");
+      weft::cuda::check(cudaMalloc(reinterpret_cast<void**>(&recvbuff[static_cast<std::size_t>(i)]),
+                                   size * sizeof(float)),
+                        "cudaMalloc");
       const std::vector<float> ones(size, static_cast<float>(i + 1));  // rank i contributes i + 1
-      weft::cuda::check(cudaMemcpy(sendbuff[static_cast<std::size_t>(i)], ones.data(), size * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+      weft::cuda::check(cudaMemcpy(sendbuff[static_cast<std::size_t>(i)], ones.data(),
+                                   size * sizeof(float), cudaMemcpyHostToDevice),
+                        "cudaMemcpy");
       weft::cuda::check(cudaStreamCreate(&s[static_cast<std::size_t>(i)]), "cudaStreamCreate");
     }
 
@@ -50,7 +57,8 @@ int main() {
     // calling the collective: no group call is needed, every call only enqueues work.
     // NCCLCHECK(ncclGroupStart());
     for (int i = 0; i < ranks; ++i) {
-      // NCCLCHECK(ncclAllReduce((const void*)sendbuff[i], (void*)recvbuff[i], size, ncclFloat, ncclSum, comms[i], s[i]));
+      // NCCLCHECK(ncclAllReduce((const void*)sendbuff[i], (void*)recvbuff[i], size,
+      //                        ncclFloat, ncclSum, comms[i], s[i]));
       weft::allreduce(comms[i], std::span<const float>(sendbuff[static_cast<std::size_t>(i)], size),
                       std::span<float>(recvbuff[static_cast<std::size_t>(i)], size), weft::sum{});
     }
@@ -64,10 +72,15 @@ int main() {
     bool right = true;
     for (int i = 0; i < ranks; ++i) {
       float first = 0, last = 0;
-      weft::cuda::check(cudaMemcpy(&first, recvbuff[static_cast<std::size_t>(i)], sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-      weft::cuda::check(cudaMemcpy(&last, recvbuff[static_cast<std::size_t>(i)] + size - 1, sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-      std::printf("rank %d (GPU %d): recvbuff[0] = %g, recvbuff[%zu] = %g (want 10)\n", i, devs[static_cast<std::size_t>(i)],
-                  static_cast<double>(first), size - 1, static_cast<double>(last));
+      weft::cuda::check(cudaMemcpy(&first, recvbuff[static_cast<std::size_t>(i)], sizeof(float),
+                                   cudaMemcpyDeviceToHost),
+                        "cudaMemcpy");
+      weft::cuda::check(cudaMemcpy(&last, recvbuff[static_cast<std::size_t>(i)] + size - 1,
+                                   sizeof(float), cudaMemcpyDeviceToHost),
+                        "cudaMemcpy");
+      std::printf("rank %d (GPU %d): recvbuff[0] = %g, recvbuff[%zu] = %g (want 10)\n", i,
+                  devs[static_cast<std::size_t>(i)], static_cast<double>(first), size - 1,
+                  static_cast<double>(last));
       right = right && first == 10.0f && last == 10.0f;
     }
 

@@ -51,37 +51,47 @@ int main(int argc, char** argv) {
     float* send = weft::cuda::allocate<float>(comm, count);
     float* recv = weft::cuda::allocate<float>(comm, count);
     const std::vector<float> mine(count, static_cast<float>(rank + 1));  // rank r contributes r + 1
-    weft::cuda::check(cudaMemcpy(send, mine.data(), count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    weft::cuda::check(cudaMemcpy(send, mine.data(), count * sizeof(float), cudaMemcpyHostToDevice),
+                      "cudaMemcpy");
 
     // ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream): enqueued on the
     // rank's stream, returns at once.
-    weft::allreduce(comm, std::span<const float>(send, count), std::span<float>(recv, count), weft::sum{});
+    weft::allreduce(comm, std::span<const float>(send, count), std::span<float>(recv, count),
+                    weft::sum{});
     // cudaStreamSynchronize(stream), bounded: a rank whose call never came is named.
     weft::cuda::synchronize(comm, 60s);
 
     std::vector<float> result(count);
-    weft::cuda::check(cudaMemcpy(result.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    weft::cuda::check(
+        cudaMemcpy(result.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost),
+        "cudaMemcpy");
     const float want = static_cast<float>(p * (p + 1) / 2);
     std::size_t wrong = 0;
     for (const float x : result) wrong += x != want;
-    std::printf("rank %d: %zu of %zu elements wrong (want %g everywhere)\n", rank, wrong, count, static_cast<double>(want));
+    std::printf("rank %d: %zu of %zu elements wrong (want %g everywhere)\n", rank, wrong, count,
+                static_cast<double>(want));
 
     // Timed: 20 allreduces after 3 to warm up, busbw as nccl-tests reports it.
     constexpr int iterations = 20;
-    for (int i = 0; i < 3; ++i) weft::allreduce(comm, std::span<const float>(send, count), std::span<float>(recv, count), weft::sum{});
+    for (int i = 0; i < 3; ++i)
+      weft::allreduce(comm, std::span<const float>(send, count), std::span<float>(recv, count),
+                      weft::sum{});
     weft::cuda::synchronize(comm, 60s);
     weft::barrier(comm);
     weft::cuda::synchronize(comm, 60s);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iterations; ++i) {
-      weft::allreduce(comm, std::span<const float>(send, count), std::span<float>(recv, count), weft::sum{});
+      weft::allreduce(comm, std::span<const float>(send, count), std::span<float>(recv, count),
+                      weft::sum{});
     }
     weft::cuda::synchronize(comm, 120s);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        iterations;
     const double bytes = static_cast<double>(count * sizeof(float));
     if (rank == 0) {
-      std::printf("allreduce %zu MiB: %.1f us, algbw %.1f GB/s, busbw %.1f GB/s\n", mib, seconds * 1e6,
-                  bytes / seconds / 1e9, bytes / seconds / 1e9 * 2.0 * (p - 1) / p);
+      std::printf("allreduce %zu MiB: %.1f us, algbw %.1f GB/s, busbw %.1f GB/s\n", mib,
+                  seconds * 1e6, bytes / seconds / 1e9, bytes / seconds / 1e9 * 2.0 * (p - 1) / p);
     }
 
     // ncclCommDestroy: the end of `job`'s scope (after the buffers go back to the pool).

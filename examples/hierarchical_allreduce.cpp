@@ -33,16 +33,17 @@ int main() {
     auto host = comm.split_by_host();  // the 4 ranks of this host
     auto rail = comm.split_by_rail();  // this rank's counterpart on every host
     if (comm.rank() == 5) {
-      std::printf("rank 5: host rank %d of %d, rail rank %d of %d\n", host.rank(), host.size(), rail.rank(),
-                  rail.size());
-      std::printf("  %-24s %3d steps, %8llu bytes sent\n", std::string(flat.algorithm).c_str(), flat.steps,
-                  static_cast<unsigned long long>(flat.bytes_sent));
-      std::printf("  %-24s %3d steps, %8llu bytes sent\n", std::string(tiers.algorithm).c_str(), tiers.steps,
-                  static_cast<unsigned long long>(tiers.bytes_sent));
+      std::printf("rank 5: host rank %d of %d, rail rank %d of %d\n", host.rank(), host.size(),
+                  rail.rank(), rail.size());
+      std::printf("  %-24s %3d steps, %8llu bytes sent\n", std::string(flat.algorithm).c_str(),
+                  flat.steps, static_cast<unsigned long long>(flat.bytes_sent));
+      std::printf("  %-24s %3d steps, %8llu bytes sent\n", std::string(tiers.algorithm).c_str(),
+                  tiers.steps, static_cast<unsigned long long>(tiers.bytes_sent));
     }
   });
   // Both send 7 MiB per rank of a 4 MiB vector. The ring's hops from rank 3 to 4 and from 7 to 0
   // carry all of theirs between hosts; of hierarchical's, only the rail phase does: 1 MiB per rank.
-  std::printf("2 hosts x 4 ranks: flat and hierarchical allreduce %s\n", correct ? "correct" : "WRONG");
+  std::printf("2 hosts x 4 ranks: flat and hierarchical allreduce %s\n",
+              correct ? "correct" : "WRONG");
   return correct ? 0 : 1;
 }

@@ -24,7 +24,8 @@ using comm_type = weft::communicator<weft::inproc::transport>;
 // A stand-in for one layer's backward pass: this rank's gradient of parameter i.
 void backward(std::vector<float>& gradient, int rank, int layer) {
   for (std::size_t i = 0; i < gradient.size(); ++i) {
-    gradient[i] = std::sin(static_cast<float>(i + static_cast<std::size_t>(layer))) + static_cast<float>(rank);
+    gradient[i] = std::sin(static_cast<float>(i + static_cast<std::size_t>(layer))) +
+                  static_cast<float>(rank);
   }
 }
 
@@ -59,17 +60,20 @@ int main() {
     const float mean_rank = (ranks - 1) / 2.0f;
     for (int layer = 0; layer < layers; ++layer) {
       for (std::size_t i = 0; i < bucket; i += 4099) {
-        const float want = std::sin(static_cast<float>(i + static_cast<std::size_t>(layer))) + mean_rank;
+        const float want =
+            std::sin(static_cast<float>(i + static_cast<std::size_t>(layer))) + mean_rank;
         if (std::abs(weights[layer][i] - want) > 1e-5f) right = false;
       }
       for (std::size_t i = 0; i < small; ++i) {
-        const float want = std::sin(static_cast<float>(i + static_cast<std::size_t>(layer))) + mean_rank;
+        const float want =
+            std::sin(static_cast<float>(i + static_cast<std::size_t>(layer))) + mean_rank;
         if (std::abs(biases[layer][i] - want) > 1e-5f) right = false;
       }
     }
   });
-  std::printf("%d buckets of %zu floats allreduced in flight during the backward pass; %d biases in one "
-              "fused allreduce; averages %s\n",
-              layers, bucket, fused_calls.load(), right ? "right on every rank" : "WRONG");
+  std::printf(
+      "%d buckets of %zu floats allreduced in flight during the backward pass; %d biases in one "
+      "fused allreduce; averages %s\n",
+      layers, bucket, fused_calls.load(), right ? "right on every rank" : "WRONG");
   return right && fused_calls == layers ? 0 : 1;
 }

@@ -15,28 +15,30 @@ int main() {
   constexpr int tensor_parallel = 4;
   constexpr int pipeline_parallel = 2;
   std::atomic<bool> correct = true;  // every rank's thread writes it
-  weft::inproc::run(tensor_parallel * pipeline_parallel, [&](weft::communicator<weft::inproc::transport>& world) {
-    const int stage = world.rank() / tensor_parallel;
-    const int shard = world.rank() % tensor_parallel;
-    auto tensor = world.split(stage, shard);     // the 4 ranks of one stage
-    auto pipeline = world.split(shard, stage);   // the 2 ranks holding the same shard
+  weft::inproc::run(
+      tensor_parallel * pipeline_parallel, [&](weft::communicator<weft::inproc::transport>& world) {
+        const int stage = world.rank() / tensor_parallel;
+        const int shard = world.rank() % tensor_parallel;
+        auto tensor = world.split(stage, shard);    // the 4 ranks of one stage
+        auto pipeline = world.split(shard, stage);  // the 2 ranks holding the same shard
 
-    std::vector<float> activations(1024, static_cast<float>(shard + 1));  // partial sums
-    weft::allreduce(tensor, std::span<float>(activations), weft::sum{});  // 1+2+3+4 = 10
-    if (activations[0] != 10.0f) correct = false;
+        std::vector<float> activations(1024, static_cast<float>(shard + 1));  // partial sums
+        weft::allreduce(tensor, std::span<float>(activations), weft::sum{});  // 1+2+3+4 = 10
+        if (activations[0] != 10.0f) correct = false;
 
-    if (stage == 0) {
-      weft::send(pipeline, std::span<const float>(activations), /*peer=*/1, /*tag=*/0);
-    } else {
-      std::vector<float> incoming(1024);
-      weft::recv(pipeline, std::span<float>(incoming), /*peer=*/0, /*tag=*/0);
-      if (incoming[1023] != 10.0f) correct = false;
-    }
-    if (world.rank() == 0) {
-      std::printf("world rank %d: stage %d, tensor rank %d of %d, pipeline rank %d of %d\n", world.rank(),
-                  stage, tensor.rank(), tensor.size(), pipeline.rank(), pipeline.size());
-    }
-  });
+        if (stage == 0) {
+          weft::send(pipeline, std::span<const float>(activations), /*peer=*/1, /*tag=*/0);
+        } else {
+          std::vector<float> incoming(1024);
+          weft::recv(pipeline, std::span<float>(incoming), /*peer=*/0, /*tag=*/0);
+          if (incoming[1023] != 10.0f) correct = false;
+        }
+        if (world.rank() == 0) {
+          std::printf("world rank %d: stage %d, tensor rank %d of %d, pipeline rank %d of %d\n",
+                      world.rank(), stage, tensor.rank(), tensor.size(), pipeline.rank(),
+                      pipeline.size());
+        }
+      });
   std::printf("TP=%d x PP=%d: tensor allreduce and stage-to-stage send %s\n", tensor_parallel,
               pipeline_parallel, correct ? "correct" : "WRONG");
   return correct ? 0 : 1;

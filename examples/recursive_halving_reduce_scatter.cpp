@@ -25,10 +25,12 @@ int main() {
     // block r summed over ranks: 8 * r + (0 + 1 + ... + 7)
     for (int value : mine) correct = correct && value == 8 * comm.rank() + 28;
   });
-  std::printf("recursive-halving reduce-scatter, %d ranks, %zu-byte blocks\n\n", ranks, block * sizeof(int));
+  std::printf("recursive-halving reduce-scatter, %d ranks, %zu-byte blocks\n\n", ranks,
+              block * sizeof(int));
   for (int rank = 0; rank < ranks; ++rank) {
     std::printf("rank %d:", rank);
-    for (const auto& send : log.sends_of(rank)) std::printf("  -> %d: %6zu B", send.peer, send.bytes);
+    for (const auto& send : log.sends_of(rank))
+      std::printf("  -> %d: %6zu B", send.peer, send.bytes);
     std::printf("\n");
   }
   std::printf("\nhalving: %zu, %zu, %zu bytes; result %s\n", 4 * block * sizeof(int),

@@ -27,22 +27,27 @@ int main() {
   });
 
   const std::size_t n = count * sizeof(float);
-  std::printf("ring allreduce: %d ranks, %zu bytes each, blocks of %zu bytes\n\n", ranks, n, n / ranks);
+  std::printf("ring allreduce: %d ranks, %zu bytes each, blocks of %zu bytes\n\n", ranks, n,
+              n / ranks);
   for (int rank = 0; rank < ranks; ++rank) {
     std::printf("rank %d:", rank);
     int step = 0;
     for (const auto& send : log.sends_of(rank)) {
-      std::printf("%s step %d -> rank %d %zu B", step == 0 ? "" : ",", step + 1, send.peer, send.bytes);
+      std::printf("%s step %d -> rank %d %zu B", step == 0 ? "" : ",", step + 1, send.peer,
+                  send.bytes);
       ++step;
     }
     std::printf("\n");
   }
   const auto& mine = reports[0];
-  std::printf("\nphase 1 (reduce-scatter): steps 1..%d, each rank reduces the block it receives\n", ranks - 1);
-  std::printf("phase 2 (allgather):      steps %d..%d, each rank forwards a finished block\n", ranks, 2 * (ranks - 1));
-  std::printf("\nper rank: %d steps, %llu bytes sent = 2(p-1)/p * n = %.2f n  (bound: 2(p-1)/p * n)\n",
-              mine.steps, static_cast<unsigned long long>(mine.bytes_sent),
-              static_cast<double>(mine.bytes_sent) / static_cast<double>(n));
+  std::printf("\nphase 1 (reduce-scatter): steps 1..%d, each rank reduces the block it receives\n",
+              ranks - 1);
+  std::printf("phase 2 (allgather):      steps %d..%d, each rank forwards a finished block\n",
+              ranks, 2 * (ranks - 1));
+  std::printf(
+      "\nper rank: %d steps, %llu bytes sent = 2(p-1)/p * n = %.2f n  (bound: 2(p-1)/p * n)\n",
+      mine.steps, static_cast<unsigned long long>(mine.bytes_sent),
+      static_cast<double>(mine.bytes_sent) / static_cast<double>(n));
   std::printf("result %s\n", correct ? "correct on every rank" : "WRONG");
   return correct && mine.bytes_sent == 2 * (ranks - 1) * n / ranks ? 0 : 1;
 }

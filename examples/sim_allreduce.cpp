@@ -37,8 +37,11 @@ int main(int argc, char** argv) {
   const std::size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 256;
   // HGX H200 inside a node (NVLink, 900 GB/s a GPU, 0.5 us; reductions at 4.8 TB/s of HBM), a
   // 400G NIC a GPU (rail-optimized, 2 us) into two tiers of Clos (1 us a hop).
-  const auto machine = weft::sim::cluster(nodes, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2));
-  std::printf("allreduce of %zu MiB on %d nodes x 8 GPUs (simulated; bytes counted once per message)\n", mib, nodes);
+  const auto machine =
+      weft::sim::cluster(nodes, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2));
+  std::printf(
+      "allreduce of %zu MiB on %d nodes x 8 GPUs (simulated; bytes counted once per message)\n",
+      mib, nodes);
   const std::size_t bytes = mib << 20;
   one<weft::ring>(machine, bytes);
   one<weft::recursive_halving>(machine, bytes);

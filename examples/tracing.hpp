@@ -53,7 +53,9 @@ class tracing {
     log_->add({inner_.rank(), peer, data.size()});
     return inner_.send(peer, data, tag);
   }
-  request recv(int peer, std::span<std::byte> data, weft::tag_t tag) { return inner_.recv(peer, data, tag); }
+  request recv(int peer, std::span<std::byte> data, weft::tag_t tag) {
+    return inner_.recv(peer, data, tag);
+  }
   bool wait(request& operation, weft::deadline_clock::time_point deadline) {
     return inner_.wait(operation, deadline);
   }

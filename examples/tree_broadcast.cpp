@@ -31,7 +31,7 @@ int main() {
     std::printf("%s\n", log.sends_of(rank).empty() ? " (leaf)" : "");
     most_steps = std::max(most_steps, reports[static_cast<std::size_t>(rank)].steps);
   }
-  std::printf("\nthe root sends %zu times = ceil(log2 %d); result %s\n", log.sends_of(root).size(), ranks,
-              correct ? "correct" : "WRONG");
+  std::printf("\nthe root sends %zu times = ceil(log2 %d); result %s\n", log.sends_of(root).size(),
+              ranks, correct ? "correct" : "WRONG");
   return correct && log.sends_of(root).size() == 3 ? 0 : 1;
 }

@@ -22,8 +22,8 @@ void settle(Comm& comm) {
 }
 
 template <class T>
-std::string label(std::string_view collective, std::string_view algorithm, int p,
-                  std::size_t count, bool in_place, std::string_view op = "") {
+std::string label(std::string_view collective, std::string_view algorithm, int p, std::size_t count,
+                  bool in_place, std::string_view op = "") {
   return std::string(collective) + " " + std::string(algorithm) + " p=" + std::to_string(p) +
          " count=" + std::to_string(count) + " " + std::string(weft::detail::type_name<T>()) +
          (op.empty() ? "" : " " + std::string(op)) + (in_place ? " in-place" : "");
@@ -69,7 +69,8 @@ void allreduce_case(Comm& comm, failures& sink, std::size_t count, bool in_place
     weft::allreduce(comm, std::span<const T>(in), std::span<T>(out), op, Algorithm{});
     settle(comm);
   }
-  check_bits<T>(sink, label<T>("allreduce", Algorithm::name, p, count, in_place, weft::op_name<Op>()),
+  check_bits<T>(sink,
+                label<T>("allreduce", Algorithm::name, p, count, in_place, weft::op_name<Op>()),
                 comm.rank(), out, want);
 }
 
@@ -84,7 +85,8 @@ void reduce_scatter_case(Comm& comm, failures& sink, std::size_t count) {
   std::vector<T> mine(count);
   weft::reduce_scatter(comm, std::span<const T>(all), std::span<T>(mine), weft::sum{}, Algorithm{});
   settle(comm);
-  const auto begin = full.begin() + static_cast<std::ptrdiff_t>(count * static_cast<std::size_t>(comm.rank()));
+  const auto begin =
+      full.begin() + static_cast<std::ptrdiff_t>(count * static_cast<std::size_t>(comm.rank()));
   check_bits<T>(sink, label<T>("reduce_scatter", Algorithm::name, p, count, false), comm.rank(),
                 mine, std::vector<T>(begin, begin + static_cast<std::ptrdiff_t>(count)));
 }
@@ -106,8 +108,10 @@ void reduce_case(Comm& comm, failures& sink, std::size_t count, bool in_place, i
     settle(comm);
   }
   if (comm.rank() == root) {
-    check_bits<T>(sink, label<T>("reduce", Algorithm::name, p, count, in_place) + " root=" +
-                            std::to_string(root), comm.rank(), out, want);
+    check_bits<T>(
+        sink,
+        label<T>("reduce", Algorithm::name, p, count, in_place) + " root=" + std::to_string(root),
+        comm.rank(), out, want);
   }
 }
 
@@ -119,8 +123,10 @@ void broadcast_case(Comm& comm, failures& sink, std::size_t count, int root) {
   auto data = comm.rank() == root ? want : std::vector<T>(count, from_int<T>(99));
   weft::broadcast(comm, std::span<T>(data), root, Algorithm{});
   settle(comm);
-  check_bits<T>(sink, label<T>("broadcast", Algorithm::name, comm.size(), count, false) + " root=" +
-                          std::to_string(root), comm.rank(), data, want);
+  check_bits<T>(sink,
+                label<T>("broadcast", Algorithm::name, comm.size(), count, false) +
+                    " root=" + std::to_string(root),
+                comm.rank(), data, want);
 }
 
 template <class T, class Algorithm, class Comm>
@@ -134,22 +140,27 @@ void allgather_case(Comm& comm, failures& sink, std::size_t count, bool in_place
   const auto mine = values<T>(comm.rank(), count, 5);
   std::vector<T> all(count * static_cast<std::size_t>(p), from_int<T>(99));
   if (in_place) {
-    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(count * static_cast<std::size_t>(comm.rank())));
-    const auto own = std::span<T>(all).subspan(count * static_cast<std::size_t>(comm.rank()), count);
+    std::copy(
+        mine.begin(), mine.end(),
+        all.begin() + static_cast<std::ptrdiff_t>(count * static_cast<std::size_t>(comm.rank())));
+    const auto own =
+        std::span<T>(all).subspan(count * static_cast<std::size_t>(comm.rank()), count);
     weft::allgather(comm, std::span<const T>(own), std::span<T>(all), Algorithm{});
     settle(comm);
   } else {
     weft::allgather(comm, std::span<const T>(mine), std::span<T>(all), Algorithm{});
     settle(comm);
   }
-  check_bits<T>(sink, label<T>("allgather", Algorithm::name, p, count, in_place), comm.rank(), all, want);
+  check_bits<T>(sink, label<T>("allgather", Algorithm::name, p, count, in_place), comm.rank(), all,
+                want);
 }
 
 template <class T, class Algorithm, class Comm>
 void allgatherv_case(Comm& comm, failures& sink, std::size_t count) {
   const int p = comm.size();
   std::vector<std::size_t> counts(static_cast<std::size_t>(p));
-  for (int q = 0; q < p; ++q) counts[static_cast<std::size_t>(q)] = count == 0 ? 0 : count + static_cast<std::size_t>(q % 3);
+  for (int q = 0; q < p; ++q)
+    counts[static_cast<std::size_t>(q)] = count == 0 ? 0 : count + static_cast<std::size_t>(q % 3);
   std::vector<T> want;
   for (int q = 0; q < p; ++q) {
     auto block = values<T>(q, counts[static_cast<std::size_t>(q)], 1);
@@ -160,13 +171,17 @@ void allgatherv_case(Comm& comm, failures& sink, std::size_t count) {
   weft::allgatherv(comm, std::span<const T>(mine), std::span<T>(all),
                    std::span<const std::size_t>(counts), Algorithm{});
   settle(comm);
-  check_bits<T>(sink, label<T>("allgatherv", Algorithm::name, p, count, false), comm.rank(), all, want);
+  check_bits<T>(sink, label<T>("allgatherv", Algorithm::name, p, count, false), comm.rank(), all,
+                want);
 }
 
 // The element rank `from` sends to rank `to` at position i: unique per (from, to, i).
 template <class T>
 T exchange_value(int from, int to, std::size_t i) {
-  return from_int<T>(static_cast<long>((static_cast<std::size_t>(from) * 5 + static_cast<std::size_t>(to) * 3 + i) % 11) - 5);
+  return from_int<T>(
+      static_cast<long>(
+          (static_cast<std::size_t>(from) * 5 + static_cast<std::size_t>(to) * 3 + i) % 11) -
+      5);
 }
 
 template <class T, class Algorithm, class Comm>
@@ -183,7 +198,8 @@ void alltoall_case(Comm& comm, failures& sink, std::size_t count) {
   std::vector<T> out(in.size(), from_int<T>(99));
   weft::alltoall(comm, std::span<const T>(in), std::span<T>(out), Algorithm{});
   settle(comm);
-  check_bits<T>(sink, label<T>("alltoall", Algorithm::name, p, count, false), comm.rank(), out, want);
+  check_bits<T>(sink, label<T>("alltoall", Algorithm::name, p, count, false), comm.rank(), out,
+                want);
 }
 
 template <class T, class Algorithm, class Comm>
@@ -191,7 +207,8 @@ void alltoallv_case(Comm& comm, failures& sink, std::size_t count) {
   const int p = comm.size();
   const int r = comm.rank();
   auto amount = [&](int from, int to) {
-    return count == 0 ? std::size_t{0} : (count + static_cast<std::size_t>(from * 3 + to)) % (count + 2);
+    return count == 0 ? std::size_t{0}
+                      : (count + static_cast<std::size_t>(from * 3 + to)) % (count + 2);
   };
   std::vector<T> in, want;
   std::vector<std::size_t> in_counts, out_counts;
@@ -205,7 +222,8 @@ void alltoallv_case(Comm& comm, failures& sink, std::size_t count) {
   weft::alltoallv(comm, std::span<const T>(in), std::span<const std::size_t>(in_counts),
                   std::span<T>(out), std::span<const std::size_t>(out_counts), Algorithm{});
   settle(comm);
-  check_bits<T>(sink, label<T>("alltoallv", Algorithm::name, p, count, false), comm.rank(), out, want);
+  check_bits<T>(sink, label<T>("alltoallv", Algorithm::name, p, count, false), comm.rank(), out,
+                want);
 }
 
 template <class T, class Algorithm, class Comm>
@@ -221,15 +239,18 @@ void gather_scatter_case(Comm& comm, failures& sink, std::size_t count, int root
   weft::gather(comm, std::span<const T>(mine), std::span<T>(all), root, Algorithm{});
   settle(comm);
   if (comm.rank() == root) {
-    check_bits<T>(sink, label<T>("gather", Algorithm::name, p, count, false) + " root=" + std::to_string(root),
-                  comm.rank(), all, everything);
+    check_bits<T>(
+        sink,
+        label<T>("gather", Algorithm::name, p, count, false) + " root=" + std::to_string(root),
+        comm.rank(), all, everything);
   }
   std::vector<T> received(count, from_int<T>(99));
   const std::vector<T> source = comm.rank() == root ? everything : std::vector<T>{};
   weft::scatter(comm, std::span<const T>(source), std::span<T>(received), root, Algorithm{});
   settle(comm);
-  check_bits<T>(sink, label<T>("scatter", Algorithm::name, p, count, false) + " root=" + std::to_string(root),
-                comm.rank(), received, mine);
+  check_bits<T>(
+      sink, label<T>("scatter", Algorithm::name, p, count, false) + " root=" + std::to_string(root),
+      comm.rank(), received, mine);
 }
 
 template <class... Algorithms, class Function>
@@ -248,11 +269,12 @@ void collective_slice(Comm& comm, failures& sink, std::span<const std::size_t> c
     for_each_type<std::int32_t, float>([&](auto type) {
       using T = typename decltype(type)::type;
       for_each_algorithm<weft::ring, weft::double_binary_tree, weft::recursive_doubling,
-                         weft::recursive_halving, weft::direct, weft::automatic>([&](auto algorithm) {
-        using A = typename decltype(algorithm)::type;
-        allreduce_case<T, weft::sum, A>(comm, sink, count, false, weft::sum{}, false);
-        allreduce_case<T, weft::sum, A>(comm, sink, count, true, weft::sum{}, false);
-      });
+                         weft::recursive_halving, weft::direct, weft::automatic>(
+          [&](auto algorithm) {
+            using A = typename decltype(algorithm)::type;
+            allreduce_case<T, weft::sum, A>(comm, sink, count, false, weft::sum{}, false);
+            allreduce_case<T, weft::sum, A>(comm, sink, count, true, weft::sum{}, false);
+          });
       for_each_algorithm<weft::ring, weft::recursive_halving, weft::direct>([&](auto algorithm) {
         reduce_scatter_case<T, typename decltype(algorithm)::type>(comm, sink, count);
       });
@@ -266,10 +288,11 @@ void collective_slice(Comm& comm, failures& sink, std::span<const std::size_t> c
         broadcast_case<T, typename decltype(algorithm)::type>(comm, sink, count, root);
         broadcast_case<T, typename decltype(algorithm)::type>(comm, sink, count, p - 1);
       });
-      for_each_algorithm<weft::ring, weft::recursive_doubling, weft::bruck, weft::direct>([&](auto algorithm) {
-        allgather_case<T, typename decltype(algorithm)::type>(comm, sink, count, false);
-        allgather_case<T, typename decltype(algorithm)::type>(comm, sink, count, true);
-      });
+      for_each_algorithm<weft::ring, weft::recursive_doubling, weft::bruck, weft::direct>(
+          [&](auto algorithm) {
+            allgather_case<T, typename decltype(algorithm)::type>(comm, sink, count, false);
+            allgather_case<T, typename decltype(algorithm)::type>(comm, sink, count, true);
+          });
       for_each_algorithm<weft::ring, weft::recursive_doubling>([&](auto algorithm) {
         allgatherv_case<T, typename decltype(algorithm)::type>(comm, sink, count);
       });

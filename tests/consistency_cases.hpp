@@ -16,12 +16,21 @@
 
 namespace weft_test {
 
-inline constexpr std::array<const char*, 15> disagreements = {
-    "allreduce count",        "allreduce op",          "allreduce type",   "allreduce algorithm",
-    "broadcast root",         "broadcast, each rank its own root",        "reduce root",
-    "gather root",            "scatter root",          "allgather count",  "reduce_scatter count",
-    "alltoall count",         "allreduce against broadcast",              "a skipped broadcast",
-    "barrier against allreduce"};
+inline constexpr std::array<const char*, 15> disagreements = {"allreduce count",
+                                                              "allreduce op",
+                                                              "allreduce type",
+                                                              "allreduce algorithm",
+                                                              "broadcast root",
+                                                              "broadcast, each rank its own root",
+                                                              "reduce root",
+                                                              "gather root",
+                                                              "scatter root",
+                                                              "allgather count",
+                                                              "reduce_scatter count",
+                                                              "alltoall count",
+                                                              "allreduce against broadcast",
+                                                              "a skipped broadcast",
+                                                              "barrier against allreduce"};
 
 // The ranks that differ in turn in disagreement `which` on p ranks: the first and the last (in
 // the root cases, rank 0 names rank 1 as root, where both may only wait to receive, and the
@@ -48,52 +57,77 @@ void disagree(Comm& comm, std::size_t which, int odd) {
       break;
     }
     case 1:
-      if (me) weft::allreduce(comm, std::span<int>(data), weft::max{});
-      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      if (me)
+        weft::allreduce(comm, std::span<int>(data), weft::max{});
+      else
+        weft::allreduce(comm, std::span<int>(data), weft::sum{});
       break;
     case 2:
-      if (me) weft::allreduce(comm, std::span<float>(floats), weft::sum{});
-      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      if (me)
+        weft::allreduce(comm, std::span<float>(floats), weft::sum{});
+      else
+        weft::allreduce(comm, std::span<int>(data), weft::sum{});
       break;
     case 3:
-      if (me) weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
-      else weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::recursive_doubling{});
+      if (me)
+        weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+      else
+        weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::recursive_doubling{});
       break;
-    case 4: weft::broadcast(comm, std::span<int>(data), me ? other_root : 0); break;
-    case 5: weft::broadcast(comm, std::span<int>(data), r); break;
+    case 4:
+      weft::broadcast(comm, std::span<int>(data), me ? other_root : 0);
+      break;
+    case 5:
+      weft::broadcast(comm, std::span<int>(data), r);
+      break;
     case 6: {
       std::vector<int> out(8);
-      weft::reduce(comm, std::span<const int>(data), std::span<int>(out), weft::sum{}, me ? other_root : 0);
+      weft::reduce(comm, std::span<const int>(data), std::span<int>(out), weft::sum{},
+                   me ? other_root : 0);
       break;
     }
-    case 7: weft::gather(comm, std::span<const int>(data), std::span<int>(all), me ? other_root : 0); break;
-    case 8: weft::scatter(comm, std::span<const int>(all), std::span<int>(data), me ? other_root : 0); break;
+    case 7:
+      weft::gather(comm, std::span<const int>(data), std::span<int>(all), me ? other_root : 0);
+      break;
+    case 8:
+      weft::scatter(comm, std::span<const int>(all), std::span<int>(data), me ? other_root : 0);
+      break;
     case 9:
-      if (me) weft::allgather(comm, std::span<const int>(more_out.data(), 9), std::span<int>(more));
-      else weft::allgather(comm, std::span<const int>(data), std::span<int>(all));
+      if (me)
+        weft::allgather(comm, std::span<const int>(more_out.data(), 9), std::span<int>(more));
+      else
+        weft::allgather(comm, std::span<const int>(data), std::span<int>(all));
       break;
     case 10: {
       std::vector<int> mine(me ? 9 : 8);
-      weft::reduce_scatter(comm, std::span<const int>(me ? more : all), std::span<int>(mine), weft::sum{});
+      weft::reduce_scatter(comm, std::span<const int>(me ? more : all), std::span<int>(mine),
+                           weft::sum{});
       break;
     }
     case 11:
-      if (me) weft::alltoall(comm, std::span<const int>(more), std::span<int>(more_out));
-      else weft::alltoall(comm, std::span<const int>(all), std::span<int>(all_out));
+      if (me)
+        weft::alltoall(comm, std::span<const int>(more), std::span<int>(more_out));
+      else
+        weft::alltoall(comm, std::span<const int>(all), std::span<int>(all_out));
       break;
     case 12:
-      if (me) weft::broadcast(comm, std::span<int>(data), 0);
-      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      if (me)
+        weft::broadcast(comm, std::span<int>(data), 0);
+      else
+        weft::allreduce(comm, std::span<int>(data), weft::sum{});
       break;
     case 13:
       if (!me) weft::broadcast(comm, std::span<int>(data), 0);
       weft::allreduce(comm, std::span<int>(data), weft::max{});
       break;
     case 14:
-      if (me) weft::barrier(comm);
-      else weft::allreduce(comm, std::span<int>(data), weft::sum{});
+      if (me)
+        weft::barrier(comm);
+      else
+        weft::allreduce(comm, std::span<int>(data), weft::sum{});
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -104,7 +138,8 @@ void disagree(Comm& comm, std::size_t which, int odd) {
 // failure must be refused.
 template <class Comm>
 void disagreement_case(Comm& comm, failures& sink, std::size_t which, int odd) {
-  const std::string name = std::string(disagreements[which]) + ", rank " + std::to_string(comm.rank());
+  const std::string name =
+      std::string(disagreements[which]) + ", rank " + std::to_string(comm.rank());
   try {
     disagree(comm, which, odd);
     std::vector<int> after(4, 1);
@@ -150,7 +185,8 @@ void thrown_case(Comm& comm, failures& sink, int thrower, Algorithm algorithm = 
     if (throws || failure.code() != weft::errc::peer_lost ||
         what.find("a call threw on rank " + std::to_string(thrower) + ": ") == std::string::npos ||
         what.find("throwing_sum refuses to add here") == std::string::npos ||
-        what.find(" is lost") != std::string::npos || what.find("closed its transport") != std::string::npos ||
+        what.find(" is lost") != std::string::npos ||
+        what.find("closed its transport") != std::string::npos ||
         what.find("timed out") != std::string::npos) {
       sink.add(name + ": " + what);
     }
@@ -187,14 +223,15 @@ void splits_case(Comm& comm, failures& sink) {
   const int p = comm.size();
   const int r = comm.rank();
   const std::string name = "rank " + std::to_string(r);
-  std::vector<std::size_t> in_counts(static_cast<std::size_t>(p), 2), out_counts(static_cast<std::size_t>(p), 2);
+  std::vector<std::size_t> in_counts(static_cast<std::size_t>(p), 2),
+      out_counts(static_cast<std::size_t>(p), 2);
   if (r == 0) in_counts[1] = 3;
   if (r == 1) out_counts[0] = 2;  // (as every other rank: it expects 2 from rank 0)
   std::vector<int> in(std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0}), r);
   std::vector<int> out(std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0}), -1);
   try {
-    weft::alltoallv(comm, std::span<const int>(in), std::span<const std::size_t>(in_counts), std::span<int>(out),
-                    std::span<const std::size_t>(out_counts));
+    weft::alltoallv(comm, std::span<const int>(in), std::span<const std::size_t>(in_counts),
+                    std::span<int>(out), std::span<const std::size_t>(out_counts));
     weft::barrier(comm);
     sink.add(name + ": no call failed");
     return;

@@ -17,8 +17,9 @@ class meeting_place {
   // `name` tells the directories of one test program apart (weft-<name>-<pid>-<n>).
   explicit meeting_place(const std::string& name) {
     static std::atomic<int> counter{0};
-    directory_ = std::filesystem::temp_directory_path() /
-                 ("weft-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    directory_ =
+        std::filesystem::temp_directory_path() /
+        ("weft-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::filesystem::remove_all(directory_);
     store_ = std::make_unique<weft::bootstrap::file_store>(directory_);
   }

@@ -22,8 +22,10 @@ class scoped_environment {
       : scoped_environment({std::pair<const char*, const char*>(name, value)}) {}
   ~scoped_environment() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
+      if (it->second)
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        ::unsetenv(it->first.c_str());
     }
   }
   scoped_environment(const scoped_environment&) = delete;
@@ -33,8 +35,10 @@ class scoped_environment {
   void change(const char* name, const char* value) {
     const char* before = std::getenv(name);
     saved_.emplace_back(name, before ? std::optional<std::string>(before) : std::nullopt);
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
@@ -43,7 +47,40 @@ class scoped_environment {
 class clean_environment : public scoped_environment {
  public:
   explicit clean_environment(std::initializer_list<std::pair<const char*, const char*>> values)
-      : scoped_environment(values, {"WEFT_RANK", "WEFT_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE", "WEFT_STORE", "WEFT_STORE_PATH", "WEFT_SECRET", "WEFT_BIND_ADDRESS", "WEFT_TCP_SPIN_US", "WEFT_TCP_CROWDED_SPIN_US", "WEFT_TCP_SMALL_SPIN_US", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "WEFT_JOB", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"}) {}
+      : scoped_environment(values, {"WEFT_RANK",
+                                    "WEFT_SIZE",
+                                    "WEFT_LOCAL_RANK",
+                                    "WEFT_LOCAL_SIZE",
+                                    "WEFT_STORE",
+                                    "WEFT_STORE_PATH",
+                                    "WEFT_SECRET",
+                                    "WEFT_BIND_ADDRESS",
+                                    "WEFT_TCP_SPIN_US",
+                                    "WEFT_TCP_CROWDED_SPIN_US",
+                                    "WEFT_TCP_SMALL_SPIN_US",
+                                    "OMPI_COMM_WORLD_RANK",
+                                    "OMPI_COMM_WORLD_SIZE",
+                                    "OMPI_COMM_WORLD_LOCAL_RANK",
+                                    "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                    "PMI_RANK",
+                                    "PMI_SIZE",
+                                    "MPI_LOCALRANKID",
+                                    "MPI_LOCALNRANKS",
+                                    "SLURM_PROCID",
+                                    "SLURM_NTASKS",
+                                    "SLURM_LOCALID",
+                                    "RANK",
+                                    "WORLD_SIZE",
+                                    "LOCAL_RANK",
+                                    "LOCAL_WORLD_SIZE",
+                                    "MASTER_ADDR",
+                                    "MASTER_PORT",
+                                    "WEFT_JOB",
+                                    "PMIX_NAMESPACE",
+                                    "OMPI_MCA_ess_base_jobid",
+                                    "SLURM_JOB_ID",
+                                    "SLURM_STEP_ID",
+                                    "TORCHELASTIC_RUN_ID"}) {}
 };
 
 }  // namespace weft_test

@@ -13,7 +13,8 @@
 namespace weft_test {
 
 template <class Comm>
-void collective_slice_in_flight(Comm& comm, failures& sink, std::span<const std::size_t> counts, int calls = 3) {
+void collective_slice_in_flight(Comm& comm, failures& sink, std::span<const std::size_t> counts,
+                                int calls = 3) {
   std::vector<std::vector<std::size_t>> shares(static_cast<std::size_t>(calls));
   for (std::size_t i = 0; i < counts.size(); ++i) shares[i % shares.size()].push_back(counts[i]);
   std::vector<weft::request<typename Comm::transport_type>> in_flight;

@@ -29,15 +29,20 @@ inline bool quick() {
 
 template <class T>
 T from_int(long value) {
-  if constexpr (weft::is_narrow_float_v<T>) return T(static_cast<float>(value));
-  else return static_cast<T>(value);
+  if constexpr (weft::is_narrow_float_v<T>)
+    return T(static_cast<float>(value));
+  else
+    return static_cast<T>(value);
 }
 
 template <class T>
 double as_double(const T& value) {
-  if constexpr (weft::is_narrow_float_v<T>) return static_cast<double>(float(value));
-  else if constexpr (std::is_arithmetic_v<T>) return static_cast<double>(value);
-  else return 0;
+  if constexpr (weft::is_narrow_float_v<T>)
+    return static_cast<double>(float(value));
+  else if constexpr (std::is_arithmetic_v<T>)
+    return static_cast<double>(value);
+  else
+    return 0;
 }
 
 // Small integers, exactly representable in every element type, whose sums over 16 ranks stay
@@ -116,9 +121,8 @@ void for_each_type(Function&& fn) {
 
 }  // namespace weft_test
 
-#define RANK_CHECK(...)                                          \
-  do {                                                           \
-    std::lock_guard weft_test_lock(::weft_test::catch_mutex());  \
-    CHECK(__VA_ARGS__);                                          \
+#define RANK_CHECK(...)                                         \
+  do {                                                          \
+    std::lock_guard weft_test_lock(::weft_test::catch_mutex()); \
+    CHECK(__VA_ARGS__);                                         \
   } while (0)
-

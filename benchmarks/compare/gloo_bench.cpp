@@ -1,8 +1,9 @@
 // gloo-bench: the same table as weft-bench, measured on Gloo's collectives over its TCP
 // transport, so the two can be read side by side (compare.py runs both in one alternating sweep).
 //
-//   WEFT_STORE_PATH=$(mktemp -d) weft-run -n 4 gloo-bench --algorithm ring|ring_chunked|
-//                                  halving_doubling|bcube [--collective allreduce|allgather|broadcast]
+//   WEFT_STORE_PATH=$(mktemp -d) weft-run -n 4 gloo-bench
+//       --algorithm ring|ring_chunked|halving_doubling|bcube
+//       [--collective allreduce|allgather|broadcast]
 //
 // Ranks come from the launcher's variables (weft-run, mpirun, srun, torchrun); Gloo meets its
 // peers through its FileStore in WEFT_STORE_PATH (a fresh directory per run) and listens on
@@ -10,7 +11,7 @@
 // slowest rank, median) and busbw factors as weft-bench (../bench.hpp); float32 sum.
 //   allreduce ring, bcube:                gloo::allreduce with that algorithm (out of place)
 //   allreduce ring_chunked, halving_doubling: gloo::AllreduceRingChunked /
-//                                         gloo::AllreduceHalvingDoubling (in place, as Gloo has them)
+//       gloo::AllreduceHalvingDoubling (in place, as Gloo has them)
 //   allgather: gloo::allgather (out of place); broadcast: gloo::broadcast (in place)
 #include "../bench.hpp"
 
@@ -35,7 +36,9 @@ namespace {
 using weft_bench::measurement;
 using weft_bench::settings;
 
-bool legacy(const std::string& algorithm) { return algorithm == "ring_chunked" || algorithm == "halving_doubling"; }
+bool legacy(const std::string& algorithm) {
+  return algorithm == "ring_chunked" || algorithm == "halving_doubling";
+}
 
 measurement measure(const std::shared_ptr<gloo::Context>& context, const settings& options,
                     const std::string& collective, std::size_t count, bool in_place) {
@@ -47,9 +50,11 @@ measurement measure(const std::shared_ptr<gloo::Context>& context, const setting
   if (collective == "allreduce" && legacy(algorithm)) {
     const std::vector<float*> buffers{work.in.data()};
     if (algorithm == "ring_chunked") {
-      classic = std::make_unique<gloo::AllreduceRingChunked<float>>(context, buffers, static_cast<int>(count));
+      classic = std::make_unique<gloo::AllreduceRingChunked<float>>(context, buffers,
+                                                                    static_cast<int>(count));
     } else {
-      classic = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, buffers, static_cast<int>(count));
+      classic = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, buffers,
+                                                                        static_cast<int>(count));
     }
   }
   auto once = [&] {
@@ -61,7 +66,8 @@ measurement measure(const std::shared_ptr<gloo::Context>& context, const setting
       call.setOutput(work.out.data(), count);
       call.setAlgorithm(algorithm == "bcube" ? gloo::AllreduceOptions::Algorithm::BCUBE
                                              : gloo::AllreduceOptions::Algorithm::RING);
-      call.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      call.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
       gloo::allreduce(call);
     } else if (collective == "allgather") {
       gloo::AllgatherOptions call(context);
@@ -80,7 +86,8 @@ measurement measure(const std::shared_ptr<gloo::Context>& context, const setting
     gloo::AllreduceOptions call(context);
     call.setInput(&seconds, 1);
     call.setOutput(&result, 1);
-    call.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+    call.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
     gloo::allreduce(call);
     return result;
   };
@@ -96,15 +103,18 @@ measurement measure(const std::shared_ptr<gloo::Context>& context, const setting
 int main(int argc, char** argv) {
   weft_bench::program_name = "gloo-bench";
   weft_bench::accepted_collectives = {"allreduce", "allgather", "broadcast"};
-  weft_bench::accepted_algorithms = {"ring", "ring_chunked", "halving_doubling", "bcube", "automatic"};
+  weft_bench::accepted_algorithms = {"ring", "ring_chunked", "halving_doubling", "bcube",
+                                     "automatic"};
   settings options = weft_bench::parse(argc, argv);
-  if (options.type != "float" || options.op != "sum") weft_bench::usage("gloo-bench measures float sum only");
+  if (options.type != "float" || options.op != "sum")
+    weft_bench::usage("gloo-bench measures float sum only");
   if (options.algorithm == "automatic") options.algorithm = "ring";
   try {
     const weft::bootstrap::launch launch = weft::bootstrap::from_environment();
     const char* store_path = std::getenv("WEFT_STORE_PATH");
     if (store_path == nullptr || *store_path == '\0') {
-      throw std::invalid_argument("set WEFT_STORE_PATH to a fresh shared directory for Gloo's FileStore");
+      throw std::invalid_argument(
+          "set WEFT_STORE_PATH to a fresh shared directory for Gloo's FileStore");
     }
     const char* host = std::getenv("GLOO_BENCH_HOST");
     gloo::transport::tcp::attr address(host != nullptr && *host != '\0' ? host : "127.0.0.1");
@@ -115,11 +125,15 @@ int main(int argc, char** argv) {
     context->connectFullMesh(store, device);
     const int p = context->size;
     const int r = context->rank;
-    const std::string where = "Gloo TCP (" + device->str() + "), allreduce algorithm " + options.algorithm;
+    const std::string where =
+        "Gloo TCP (" + device->str() + "), allreduce algorithm " + options.algorithm;
     if (r == 0) {
-      std::printf("# gloo-bench: %s, %d ranks\n# type float, op sum, root %d, iterations %d (median), warm-up %d, "
-                  "check %d\n",
-                  where.c_str(), p, options.root, options.iterations, options.warmup, options.check ? 1 : 0);
+      std::printf(
+          "# gloo-bench: %s, %d ranks\n# type float, op sum, root %d, iterations %d (median), "
+          "warm-up %d, "
+          "check %d\n",
+          where.c_str(), p, options.root, options.iterations, options.warmup,
+          options.check ? 1 : 0);
     }
     weft_bench::summary totals;
     weft_bench::sweep(
@@ -128,7 +142,8 @@ int main(int argc, char** argv) {
           return measure(context, how, collective, count, in_place);
         },
         [&](const std::string& collective, bool in_place) {
-          const bool gloo_in_place = collective == "broadcast" || (collective == "allreduce" && legacy(options.algorithm));
+          const bool gloo_in_place =
+              collective == "broadcast" || (collective == "allreduce" && legacy(options.algorithm));
           return in_place == gloo_in_place;
         },
         [&](std::array<std::size_t, 2> wrong) {
@@ -136,7 +151,8 @@ int main(int argc, char** argv) {
           gloo::AllreduceOptions call(context);
           call.setInput(mine.data(), 2);
           call.setOutput(total.data(), 2);
-          call.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<std::uint64_t>));
+          call.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
+              &gloo::sum<std::uint64_t>));
           gloo::allreduce(call);
           return std::array<std::size_t, 2>{total[0], total[1]};
         },

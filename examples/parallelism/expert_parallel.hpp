@@ -55,7 +55,8 @@ bool expert_parallel_step(Comm& comm, const shape& s, expert_load* load = nullpt
     expert[t] = route(comm.rank(), t, experts, s.skew);
     ++to[static_cast<std::size_t>(expert[t] / s.experts_per_rank)];
   }
-  weft::alltoall(comm, std::span<const std::size_t>(to), std::span<std::size_t>(from));  // who sends me how many
+  weft::alltoall(comm, std::span<const std::size_t>(to),
+                 std::span<std::size_t>(from));  // who sends me how many
   std::size_t received = 0;
   for (const std::size_t n : from) received += n;
   if (load != nullptr) {
@@ -72,24 +73,33 @@ bool expert_parallel_step(Comm& comm, const shape& s, expert_load* load = nullpt
   std::vector<std::size_t> order(s.tokens);  // tokens grouped by destination rank
   if constexpr (!simulated<Comm>) {
     std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
-    for (int r = 1; r < p; ++r) next[static_cast<std::size_t>(r)] = next[static_cast<std::size_t>(r - 1)] + to[static_cast<std::size_t>(r - 1)];
+    for (int r = 1; r < p; ++r)
+      next[static_cast<std::size_t>(r)] =
+          next[static_cast<std::size_t>(r - 1)] + to[static_cast<std::size_t>(r - 1)];
     for (std::size_t t = 0; t < s.tokens; ++t) {
       const std::size_t slot = next[static_cast<std::size_t>(expert[t] / s.experts_per_rank)]++;
       order[slot] = t;
       for (std::size_t k = 0; k < h; ++k) {
-        outgoing.values()[slot * h + k] = static_cast<T>(static_cast<int>((t + k) % 5) * 100 + expert[t]);
+        outgoing.values()[slot * h + k] =
+            static_cast<T>(static_cast<int>((t + k) % 5) * 100 + expert[t]);
       }
     }
   }
-  weft::alltoallv(comm, std::span<const T>(outgoing.span()), std::span<const std::size_t>(send_counts),
-                  incoming.span(), std::span<const std::size_t>(recv_counts));
+  weft::alltoallv(comm, std::span<const T>(outgoing.span()),
+                  std::span<const std::size_t>(send_counts), incoming.span(),
+                  std::span<const std::size_t>(recv_counts));
   // the experts: two GEMMs of h x 4h per token received
-  compute(comm, 2.0 * 2.0 * static_cast<double>(received) * static_cast<double>(h) * 4.0 * static_cast<double>(h), s);
+  compute(comm,
+          2.0 * 2.0 * static_cast<double>(received) * static_cast<double>(h) * 4.0 *
+              static_cast<double>(h),
+          s);
   if constexpr (!simulated<Comm>) {  // expert e adds e + 1 (a token carries e in its low digits)
-    for (auto& x : incoming.values()) x = static_cast<T>(x + static_cast<T>(static_cast<int>(x) % 100 + 1));
+    for (auto& x : incoming.values())
+      x = static_cast<T>(x + static_cast<T>(static_cast<int>(x) % 100 + 1));
   }
-  weft::alltoallv(comm, std::span<const T>(incoming.span()), std::span<const std::size_t>(recv_counts),
-                  outgoing.span(), std::span<const std::size_t>(send_counts));
+  weft::alltoallv(comm, std::span<const T>(incoming.span()),
+                  std::span<const std::size_t>(recv_counts), outgoing.span(),
+                  std::span<const std::size_t>(send_counts));
   bool right = true;
   if constexpr (!simulated<Comm>) {
     for (std::size_t slot = 0; slot < s.tokens; ++slot) {

@@ -26,9 +26,9 @@ bool hybrid_step(Comm& world, const shape& s) {
   constexpr int per_node = hybrid_tensor * hybrid_pipeline;
   const int node = world.rank() / per_node, local = world.rank() % per_node;
   const int stage = local / hybrid_tensor, shard = local % hybrid_tensor;
-  auto tensor = world.split(node * hybrid_pipeline + stage, shard);   // the 4 ranks of a stage
-  auto pipeline = world.split(node * hybrid_tensor + shard, stage);   // the 2 stages of a shard
-  auto data = world.split(local, node);                               // the same slice on every node
+  auto tensor = world.split(node * hybrid_pipeline + stage, shard);  // the 4 ranks of a stage
+  auto pipeline = world.split(node * hybrid_tensor + shard, stage);  // the 2 stages of a shard
+  auto data = world.split(local, node);                              // the same slice on every node
   shape stage_shape = s;
   stage_shape.layers = s.layers / hybrid_pipeline;  // each stage holds half the layers
   bool right = true;

@@ -66,14 +66,20 @@ int main(int argc, char** argv) {
   small.bucket = 4096;
   bool right = true;
   auto say = [&](const char* what, int ranks, bool ok) {
-    std::printf("in-process, real data: %-30s %2d ranks  %s\n", what, ranks, ok ? "right" : "WRONG");
+    std::printf("in-process, real data: %-30s %2d ranks  %s\n", what, ranks,
+                ok ? "right" : "WRONG");
     right = right && ok;
   };
-  say("data parallel", 4, real_run(4, [&](real_comm& c) { return data_parallel_step<float>(c, small); }));
-  say("tensor parallel", 4, real_run(4, [&](real_comm& c) { return tensor_parallel_step<float>(c, small); }));
-  say("pipeline parallel", 4, real_run(4, [&](real_comm& c) { return pipeline_parallel_step<float>(c, small); }));
-  say("expert parallel", 4, real_run(4, [&](real_comm& c) { return expert_parallel_step<float>(c, small); }));
-  say("hybrid TP4 x PP2 x DP2", 16, real_run(16, [&](real_comm& c) { return hybrid_step<float>(c, small); }));
+  say("data parallel", 4,
+      real_run(4, [&](real_comm& c) { return data_parallel_step<float>(c, small); }));
+  say("tensor parallel", 4,
+      real_run(4, [&](real_comm& c) { return tensor_parallel_step<float>(c, small); }));
+  say("pipeline parallel", 4,
+      real_run(4, [&](real_comm& c) { return pipeline_parallel_step<float>(c, small); }));
+  say("expert parallel", 4,
+      real_run(4, [&](real_comm& c) { return expert_parallel_step<float>(c, small); }));
+  say("hybrid TP4 x PP2 x DP2", 16,
+      real_run(16, [&](real_comm& c) { return hybrid_step<float>(c, small); }));
 
   // ---- a model's shapes, simulated ----------------------------------------------------------
   shape model;  // 8192 wide, 4096-token micro-batches, bf16; 500 TFLOP/s a GPU on both machines
@@ -81,9 +87,11 @@ int main(int argc, char** argv) {
   rack_domain.gpus = gpus;
   rack_domain.memory_gbyte_per_s = weft::sim::hgx_h200().memory_gbyte_per_s;
   std::vector<machine> machines;
-  machines.push_back({std::to_string(nodes) + " HGX nodes",
-                      weft::sim::cluster(nodes, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2))});
-  machines.push_back({std::to_string(gpus) + " GPUs of an NVL72", weft::sim::cluster(1, rack_domain, weft::sim::ethernet(400))});
+  machines.push_back(
+      {std::to_string(nodes) + " HGX nodes",
+       weft::sim::cluster(nodes, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2))});
+  machines.push_back({std::to_string(gpus) + " GPUs of an NVL72",
+                      weft::sim::cluster(1, rack_domain, weft::sim::ethernet(400))});
 
   struct strategy {
     std::string name;
@@ -129,9 +137,10 @@ int main(int argc, char** argv) {
                           return std::string();
                         }});
 
-  std::printf("\nsimulated, a model 8192 wide, 4096-token micro-batches, bf16, 500 TFLOP/s a GPU\n");
-  std::printf("%-30s %-22s %12s %14s %14s  %s\n", "strategy", "machine", "step (ms)", "scale-up GiB",
-              "scale-out GiB", "");
+  std::printf(
+      "\nsimulated, a model 8192 wide, 4096-token micro-batches, bf16, 500 TFLOP/s a GPU\n");
+  std::printf("%-30s %-22s %12s %14s %14s  %s\n", "strategy", "machine", "step (ms)",
+              "scale-up GiB", "scale-out GiB", "");
   for (const auto& s : strategies) {
     for (const auto& m : machines) {
       std::string note;
@@ -142,8 +151,9 @@ int main(int argc, char** argv) {
             if (comm.rank() == 0) note = said;
           },
           weft::sim::payload::phantom);
-      std::printf("%-30s %-22s %12.2f %14.2f %14.2f  %s\n", s.name.c_str(), m.name.c_str(), measured.seconds * 1e3,
-                  measured.scale_up_bytes / (1 << 30), measured.scale_out_bytes / (1 << 30), note.c_str());
+      std::printf("%-30s %-22s %12.2f %14.2f %14.2f  %s\n", s.name.c_str(), m.name.c_str(),
+                  measured.seconds * 1e3, measured.scale_up_bytes / (1 << 30),
+                  measured.scale_out_bytes / (1 << 30), note.c_str());
       std::fflush(stdout);
     }
   }

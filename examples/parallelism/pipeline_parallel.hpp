@@ -27,8 +27,9 @@ bool pipeline_parallel_step(Comm& comm, const shape& s, pipeline_times* times = 
   const int stage = comm.rank(), stages = comm.size();
   const std::size_t count = s.tokens * s.hidden;
   // a stage's share of the layers: 2 GEMMs of h x 4h a layer, 2 FLOPs a multiply-add
-  const double forward_flops = 2.0 * 2.0 * static_cast<double>(s.tokens) * static_cast<double>(s.hidden) *
-                               4.0 * static_cast<double>(s.hidden) * s.layers / stages;
+  const double forward_flops = 2.0 * 2.0 * static_cast<double>(s.tokens) *
+                               static_cast<double>(s.hidden) * 4.0 * static_cast<double>(s.hidden) *
+                               s.layers / stages;
   auto activation = make_buffer<T>(comm, count);
   bool right = true;
   double busy = 0;
@@ -38,7 +39,8 @@ bool pipeline_parallel_step(Comm& comm, const shape& s, pipeline_times* times = 
     if (stage > 0) {
       weft::recv(comm, activation.span(), stage - 1, m);
     } else if constexpr (!simulated<Comm>) {
-      for (std::size_t i = 0; i < count; ++i) activation.values()[i] = static_cast<T>(m + static_cast<int>(i % 3));
+      for (std::size_t i = 0; i < count; ++i)
+        activation.values()[i] = static_cast<T>(m + static_cast<int>(i % 3));
     }
     compute(comm, forward_flops, s);
     busy += forward_flops;
@@ -50,7 +52,8 @@ bool pipeline_parallel_step(Comm& comm, const shape& s, pipeline_times* times = 
     } else if constexpr (!simulated<Comm>) {
       const int added = stages * (stages + 1) / 2;
       for (std::size_t i = 0; i < count; ++i) {
-        right = right && activation.values()[i] == static_cast<T>(m + static_cast<int>(i % 3) + added);
+        right =
+            right && activation.values()[i] == static_cast<T>(m + static_cast<int>(i % 3) + added);
       }
     }
   }
@@ -58,10 +61,12 @@ bool pipeline_parallel_step(Comm& comm, const shape& s, pipeline_times* times = 
     if (stage + 1 < stages) weft::recv(comm, activation.span(), stage + 1, s.micro_batches + m);
     compute(comm, 2 * forward_flops, s);
     busy += 2 * forward_flops;
-    if (stage > 0) weft::send(comm, std::span<const T>(activation.span()), stage - 1, s.micro_batches + m);
+    if (stage > 0)
+      weft::send(comm, std::span<const T>(activation.span()), stage - 1, s.micro_batches + m);
   }
   if constexpr (simulated<Comm>) {
-    if (times != nullptr) *times = {comm.underlying_transport().now() - start, busy / (s.tflops * 1e12)};
+    if (times != nullptr)
+      *times = {comm.underlying_transport().now() - start, busy / (s.tflops * 1e12)};
   }
   return right;
 }

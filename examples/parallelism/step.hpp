@@ -31,7 +31,8 @@ struct shape {
 };
 
 template <class Comm>
-inline constexpr bool simulated = std::is_same_v<typename Comm::transport_type, weft::sim::transport>;
+inline constexpr bool simulated =
+    std::is_same_v<typename Comm::transport_type, weft::sim::transport>;
 
 // `count` elements: phantom on the simulator (address space only), real memory elsewhere.
 template <class T>

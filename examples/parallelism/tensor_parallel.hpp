@@ -32,8 +32,8 @@ inline float second_weight(std::size_t row, std::size_t column) {
 
 // out (tokens x h) = relu(in . W1[:, columns]) . W2[columns, :], for the hidden columns
 // [first, first + width): one rank's partial sum.
-inline void mlp_slice(const std::vector<float>& in, std::vector<float>& out, std::size_t tokens, std::size_t h,
-                      std::size_t first, std::size_t width) {
+inline void mlp_slice(const std::vector<float>& in, std::vector<float>& out, std::size_t tokens,
+                      std::size_t h, std::size_t first, std::size_t width) {
   std::fill(out.begin(), out.end(), 0.0f);
   for (std::size_t t = 0; t < tokens; ++t) {
     for (std::size_t c = first; c < first + width; ++c) {
@@ -52,10 +52,12 @@ inline void mlp_slice(const std::vector<float>& in, std::vector<float>& out, std
 // computed by one rank; returns false if it differs.
 template <class T, class Comm>
 bool tensor_parallel_step(Comm& comm, const shape& s) {
-  static_assert(simulated<Comm> || std::is_same_v<T, float>, "real ranks compute the layer in float");
+  static_assert(simulated<Comm> || std::is_same_v<T, float>,
+                "real ranks compute the layer in float");
   const std::size_t t = static_cast<std::size_t>(comm.size());
   const std::size_t width = 4 * s.hidden / t;  // this rank's hidden columns
-  const double gemm_flops = 2.0 * static_cast<double>(s.tokens) * static_cast<double>(s.hidden) * static_cast<double>(width);
+  const double gemm_flops = 2.0 * static_cast<double>(s.tokens) * static_cast<double>(s.hidden) *
+                            static_cast<double>(width);
   auto activations = make_buffer<T>(comm, s.tokens * s.hidden);
   bool right = true;
   std::vector<float> input, whole;
@@ -66,14 +68,16 @@ bool tensor_parallel_step(Comm& comm, const shape& s) {
   for (int layer = 0; layer < s.layers; ++layer) {  // forward
     compute(comm, 2 * gemm_flops, s);
     if constexpr (!simulated<Comm>) {
-      detail::mlp_slice(input, activations.values(), s.tokens, s.hidden, static_cast<std::size_t>(comm.rank()) * width, width);
+      detail::mlp_slice(input, activations.values(), s.tokens, s.hidden,
+                        static_cast<std::size_t>(comm.rank()) * width, width);
     }
     weft::allreduce(comm, activations.span(), weft::sum{});
     if constexpr (!simulated<Comm>) {
       whole.resize(input.size());
       detail::mlp_slice(input, whole, s.tokens, s.hidden, 0, 4 * s.hidden);
       for (std::size_t i = 0; i < whole.size(); ++i) {
-        right = right && std::abs(activations.values()[i] - whole[i]) <= 1e-3f * (1.0f + std::abs(whole[i]));
+        right = right &&
+                std::abs(activations.values()[i] - whole[i]) <= 1e-3f * (1.0f + std::abs(whole[i]));
       }
       input = whole;
     }

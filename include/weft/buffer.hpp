@@ -4,7 +4,8 @@
 //   weft::buffer<float, weft::shm::pool_memory> data(comm.memory(), n);  // any memory space
 //   weft::allreduce(comm, data.span(), weft::sum{});
 //
-//   std::vector<float, weft::allocator<float, weft::shm::pool_memory>> v(n, 1.0f, comm.memory());  // host spaces
+//   // host spaces only:
+//   std::vector<float, weft::allocator<float, weft::shm::pool_memory>> v(n, 1.0f, comm.memory());
 //
 // The memory space must outlive the buffer (a transport's: free the buffer before the transport
 // goes). Whether the CPU may touch the elements is the memory space's to say (host spaces: yes;
@@ -23,9 +24,13 @@ template <element T, memory_space Memory>
 class buffer {
  public:
   buffer(Memory& memory, std::size_t count)
-      : memory_(&memory), data_(reinterpret_cast<T*>(memory.allocate(count * sizeof(T)))), count_(count) {}
+      : memory_(&memory),
+        data_(reinterpret_cast<T*>(memory.allocate(count * sizeof(T)))),
+        count_(count) {}
   buffer(buffer&& other) noexcept
-      : memory_(other.memory_), data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+      : memory_(other.memory_),
+        data_(std::exchange(other.data_, nullptr)),
+        count_(std::exchange(other.count_, 0)) {}
   buffer& operator=(buffer&& other) noexcept {
     if (this != &other) {
       reset();
@@ -46,7 +51,8 @@ class buffer {
 
  private:
   void reset() {
-    if (data_ != nullptr) memory_->deallocate(reinterpret_cast<std::byte*>(data_), count_ * sizeof(T));
+    if (data_ != nullptr)
+      memory_->deallocate(reinterpret_cast<std::byte*>(data_), count_ * sizeof(T));
     data_ = nullptr;
     count_ = 0;
   }
@@ -67,7 +73,9 @@ class allocator {
   template <class U>
   allocator(const allocator<U, Memory>& other) noexcept : memory_(other.memory()) {}
 
-  T* allocate(std::size_t count) { return reinterpret_cast<T*>(memory_->allocate(count * sizeof(T))); }
+  T* allocate(std::size_t count) {
+    return reinterpret_cast<T*>(memory_->allocate(count * sizeof(T)));
+  }
   void deallocate(T* pointer, std::size_t count) noexcept {
     memory_->deallocate(reinterpret_cast<std::byte*>(pointer), count * sizeof(T));
   }

@@ -33,9 +33,9 @@ enum class collective : std::uint8_t {
 
 constexpr std::string_view to_string(collective kind) noexcept {
   constexpr std::array<std::string_view, 15> names = {
-      "allreduce", "broadcast", "reduce",  "allgather", "allgatherv", "reduce_scatter", "alltoall",
-      "alltoallv", "gather",    "scatter", "barrier",   "send",       "recv",           "split",
-      "sendrecv"};
+      "allreduce",      "broadcast", "reduce",    "allgather", "allgatherv",
+      "reduce_scatter", "alltoall",  "alltoallv", "gather",    "scatter",
+      "barrier",        "send",      "recv",      "split",     "sendrecv"};
   return names[static_cast<std::size_t>(kind)];
 }
 
@@ -50,9 +50,9 @@ constexpr bool point_to_point(collective kind) noexcept {
 struct report {
   std::string_view collective;
   std::string_view algorithm;
-  int steps = 0;                // communication steps this rank took part in
-  std::uint64_t bytes_sent = 0; // bytes this rank handed to the transport
-  int calls = 1;                // calls it ran: more than one where weft::group fused them
+  int steps = 0;                 // communication steps this rank took part in
+  std::uint64_t bytes_sent = 0;  // bytes this rank handed to the transport
+  int calls = 1;                 // calls it ran: more than one where weft::group fused them
 };
 
 // What a rank was asked to do, compared across ranks in check mode.

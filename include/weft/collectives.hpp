@@ -1,7 +1,7 @@
 // weft/collectives.hpp — the public collective calls.
 //
-//   weft::allreduce(comm, std::span<float>(v), weft::sum{});               // automatic algorithm
-//   weft::allreduce(comm, in, out, weft::max{}, weft::ring{});             // chosen at compile time
+//   weft::allreduce(comm, std::span<float>(v), weft::sum{});     // automatic algorithm
+//   weft::allreduce(comm, in, out, weft::max{}, weft::ring{});   // chosen at compile time
 //
 // Every call
 //   - checks its local arguments first and throws errc::invalid_argument before sending anything;
@@ -18,8 +18,8 @@
 #include "weft/algorithms/direct.hpp"
 #include "weft/algorithms/dissemination.hpp"
 #include "weft/algorithms/double_binary_tree.hpp"
-#include "weft/algorithms/hierarchical.hpp"
 #include "weft/algorithms/fused.hpp"
+#include "weft/algorithms/hierarchical.hpp"
 #include "weft/algorithms/pairwise.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/algorithms/recursive_halving.hpp"
@@ -43,17 +43,20 @@
 
 namespace weft {
 
-#define WEFT_REDUCTION_CHECKS(collective_name)                                                      \
-  static_assert(reduction<Op, T>,                                                                   \
-                "weft::" collective_name ": this op cannot reduce this element type: band, bor and " \
-                "bxor need integer elements, and a user op must be callable as op(T, T) -> T");     \
-  static_assert(memory_space_for<memory_space_of<Transport>, T, Op>,                                \
-                "weft::" collective_name ": the transport's memory space cannot combine this "      \
-                "element type with this op");                                                       \
-  static_assert(detail::order_ok_v<Algorithm, Op>,                                                  \
-                "weft::" collective_name ": this algorithm reduces out of rank order and needs a "  \
-                "commutative op; if the op is commutative, declare `static constexpr bool "         \
-                "commutative = true;` in it, otherwise use an algorithm that keeps rank order "     \
+#define WEFT_REDUCTION_CHECKS(collective_name)                                                  \
+  static_assert(reduction<Op, T>,                                                               \
+                "weft::" collective_name                                                        \
+                ": this op cannot reduce this element type: band, bor and "                     \
+                "bxor need integer elements, and a user op must be callable as op(T, T) -> T"); \
+  static_assert(memory_space_for<memory_space_of<Transport>, T, Op>,                            \
+                "weft::" collective_name                                                        \
+                ": the transport's memory space cannot combine this "                           \
+                "element type with this op");                                                   \
+  static_assert(detail::order_ok_v<Algorithm, Op>,                                              \
+                "weft::" collective_name                                                        \
+                ": this algorithm reduces out of rank order and needs a "                       \
+                "commutative op; if the op is commutative, declare `static constexpr bool "     \
+                "commutative = true;` in it, otherwise use an algorithm that keeps rank order " \
                 "(recursive_doubling, binomial_tree, direct) or weft::automatic")
 
 // ---- allreduce ----------------------------------------------------------------------------------
@@ -153,7 +156,8 @@ report broadcast(communicator<Transport>& comm, std::span<T> data, int root, Alg
                 "weft::binomial_tree, weft::ring, weft::direct or weft::automatic");
   detail::check_root(comm, collective::broadcast, root);
   detail::check_extent(comm, collective::broadcast, "the data", data);
-  detail::broadcast_call description{{sizeof(T), detail::type_name<T>()}, std::as_writable_bytes(data), root};
+  detail::broadcast_call description{
+      {sizeof(T), detail::type_name<T>()}, std::as_writable_bytes(data), root};
   return detail::execute<Algorithm>(comm, description);
 }
 
@@ -169,15 +173,16 @@ report allgather(communicator<Transport>& comm, std::type_identity_t<std::span<c
                 "weft::recursive_doubling, weft::bruck, weft::direct or weft::automatic");
   const auto p = static_cast<std::size_t>(comm.size());
   detail::check_extent(comm, collective::allgather, "the output", all);
-  detail::check_size(comm, collective::allgather, "the output", all.size(),
-                     detail::product(comm, collective::allgather, "the input times the ranks", p, mine.size()));
+  detail::check_size(
+      comm, collective::allgather, "the output", all.size(),
+      detail::product(comm, collective::allgather, "the input times the ranks", p, mine.size()));
   const auto own_block = std::span<const T>(all).subspan(
       std::min(all.size(), static_cast<std::size_t>(comm.rank()) * mine.size()),
       std::min(mine.size(), all.size()));
   detail::check_overlap(comm, collective::allgather, std::as_bytes(mine), std::as_bytes(all),
                         std::as_bytes(own_block));
-  detail::allgather_call description{{sizeof(T), detail::type_name<T>()}, std::as_bytes(mine),
-                                     std::as_writable_bytes(all)};
+  detail::allgather_call description{
+      {sizeof(T), detail::type_name<T>()}, std::as_bytes(mine), std::as_writable_bytes(all)};
   return detail::execute<Algorithm>(comm, description);
 }
 
@@ -200,8 +205,11 @@ report allgatherv(communicator<Transport>& comm, std::type_identity_t<std::span<
   const detail::layout blocks{displs};
   const auto own = std::as_bytes(all).subspan(blocks.offset(comm.rank()), blocks.size(comm.rank()));
   detail::check_overlap(comm, collective::allgatherv, std::as_bytes(mine), std::as_bytes(all), own);
-  detail::allgatherv_call description{{sizeof(T), detail::type_name<T>()}, std::as_bytes(mine),
-                                      std::as_writable_bytes(all), blocks, counts};
+  detail::allgatherv_call description{{sizeof(T), detail::type_name<T>()},
+                                      std::as_bytes(mine),
+                                      std::as_writable_bytes(all),
+                                      blocks,
+                                      counts};
   return detail::execute<Algorithm>(comm, description);
 }
 
@@ -220,12 +228,13 @@ report alltoall(communicator<Transport>& comm, std::type_identity_t<std::span<co
   if (in.size() % p != 0) {
     detail::invalid(comm.rank(), collective::alltoall,
                     "the input has " + std::to_string(in.size()) +
-                        " elements, which is not a multiple of the " + std::to_string(p) + " ranks");
+                        " elements, which is not a multiple of the " + std::to_string(p) +
+                        " ranks");
   }
   detail::check_size(comm, collective::alltoall, "the output", out.size(), in.size());
   detail::check_overlap(comm, collective::alltoall, std::as_bytes(in), std::as_bytes(out));
-  detail::alltoall_call description{{sizeof(T), detail::type_name<T>()}, std::as_bytes(in),
-                                    std::as_writable_bytes(out)};
+  detail::alltoall_call description{
+      {sizeof(T), detail::type_name<T>()}, std::as_bytes(in), std::as_writable_bytes(out)};
   return detail::execute<Algorithm>(comm, description);
 }
 
@@ -280,8 +289,8 @@ report gather(communicator<Transport>& comm, std::type_identity_t<std::span<cons
                                        static_cast<std::size_t>(comm.size()), mine.size()));
     detail::check_overlap(comm, collective::gather, std::as_bytes(mine), std::as_bytes(all));
   }
-  detail::gather_call description{{sizeof(T), detail::type_name<T>()}, std::as_bytes(mine),
-                                  std::as_writable_bytes(all), root};
+  detail::gather_call description{
+      {sizeof(T), detail::type_name<T>()}, std::as_bytes(mine), std::as_writable_bytes(all), root};
   return detail::execute<Algorithm>(comm, description);
 }
 
@@ -301,8 +310,8 @@ report scatter(communicator<Transport>& comm, std::type_identity_t<std::span<con
                                        static_cast<std::size_t>(comm.size()), mine.size()));
     detail::check_overlap(comm, collective::scatter, std::as_bytes(all), std::as_bytes(mine));
   }
-  detail::scatter_call description{{sizeof(T), detail::type_name<T>()}, std::as_bytes(all),
-                                   std::as_writable_bytes(mine), root};
+  detail::scatter_call description{
+      {sizeof(T), detail::type_name<T>()}, std::as_bytes(all), std::as_writable_bytes(mine), root};
   return detail::execute<Algorithm>(comm, description);
 }
 
@@ -321,8 +330,8 @@ report barrier(communicator<Transport>& comm, Algorithm = {}) {
 
 // Blocking point-to-point with a user tag (0 <= tag < 2^31), bounded by the timeout.
 template <transport Transport, class T>
-  requires element<std::remove_const_t<T>>
-report send(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
+requires element<std::remove_const_t<T>> report send(communicator<Transport>& comm,
+                                                     std::span<T> data, int peer, int tag = 0) {
   detail::check_peer(comm, collective::send, "peer", peer, tag);
   detail::check_not_self(comm, collective::send, peer);
   detail::check_extent(comm, collective::send, "the data", data);
@@ -348,9 +357,9 @@ report recv(communicator<Transport>& comm, std::span<T> data, int peer, int tag 
 // Sends `out` to `dest` and receives `in` from `source` in one call, both posted before either
 // is waited on (MPI_Sendrecv): every rank can shift to its neighbour at once without deadlock.
 template <transport Transport, class T, element U>
-  requires element<std::remove_const_t<T>>
-report sendrecv(communicator<Transport>& comm, std::span<T> out, int dest, std::span<U> in,
-                int source, int tag = 0) {
+requires element<std::remove_const_t<T>> report sendrecv(communicator<Transport>& comm,
+                                                         std::span<T> out, int dest,
+                                                         std::span<U> in, int source, int tag = 0) {
   detail::check_peer(comm, collective::sendrecv, "destination", dest, tag);
   detail::check_peer(comm, collective::sendrecv, "source", source, tag);
   detail::check_extent(comm, collective::sendrecv, "the data sent", out);

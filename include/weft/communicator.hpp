@@ -72,7 +72,9 @@ class communicator {
     ranks_.resize(static_cast<std::size_t>(transport.size()));
     for (int i = 0; i < transport.size(); ++i) ranks_[static_cast<std::size_t>(i)] = i;
     rank_ = transport.rank();
-    if constexpr (requires(const T& t) { { t.hosts() } -> std::same_as<const host_layout*>; }) {
+    if constexpr (requires(const T& t) {
+                    { t.hosts() } -> std::same_as<const host_layout*>;
+                  }) {
       if (const host_layout* known = transport.hosts()) {
         hosts_ = std::make_shared<const host_layout>(*known);
       }
@@ -90,7 +92,8 @@ class communicator {
     return *this;
   }
   ~communicator() {
-    in_flight_.reset();  // cancels the calls still in flight: they use this communicator's transport
+    in_flight_
+        .reset();  // cancels the calls still in flight: they use this communicator's transport
     release_scratch();
   }
 
@@ -143,15 +146,15 @@ class communicator {
   // `in` into `out`, `combine` null for allgather. Waiting for it orders this rank after the
   // whole collective. Needs the transport's whole world in rank order: throws
   // errc::invalid_argument, before anything is posted, on a group of it.
-  pending post_collective(detail::const_bytes in, detail::bytes out, const detail::reducer* combine)
-    requires collective_transport<T>
-  {
+  pending post_collective(detail::const_bytes in, detail::bytes out,
+                          const detail::reducer* combine) requires collective_transport<T> {
     bool whole_world = size() == transport_->size();
     for (int i = 0; i < size() && whole_world; ++i) whole_world = transport_rank(i) == i;
     if (!whole_world) {
-      throw error(errc::invalid_argument, describe_rank() + ": " + std::string(algorithm_) +
-                                              " runs the collective on the transport's whole world, and this "
-                                              "communicator is a group of it; nothing was sent");
+      throw error(errc::invalid_argument,
+                  describe_rank() + ": " + std::string(algorithm_) +
+                      " runs the collective on the transport's whole world, and this "
+                      "communicator is a group of it; nothing was sent");
     }
     note_call();
     pending result;
@@ -312,14 +315,13 @@ class communicator {
   // (weft/detail/communicator_consistency.hpp). A weft::group left by an exception says this.
   void skip_calls(const std::string& what);
 
-  report finish() const {
-    return report{to_string(collective_), algorithm_, step_, bytes_sent_};
-  }
+  report finish() const { return report{to_string(collective_), algorithm_, step_, bytes_sent_}; }
 
   // Point-to-point messages with a user tag (0 <= tag < 2^31) share no tags with collectives.
   // A call in flight sends them in its communicator's tag space, so they match blocking ones.
   tag_t user_tag(int tag) const {
-    return (tag_t{user_context_.value_or(context_)} << 32) | (tag_t{1} << 31) | static_cast<tag_t>(tag);
+    return (tag_t{user_context_.value_or(context_)} << 32) | (tag_t{1} << 31) |
+           static_cast<tag_t>(tag);
   }
   pending send_user(int peer, detail::const_bytes data, int tag) {
     return post_send(peer, data, user_tag(tag));
@@ -347,7 +349,9 @@ class communicator {
   std::uint32_t next_lane_context() { return mix_context(0x6c616e65u ^ (++issued_ << 8)); }
 
   detail::calls_in_flight* calls_in_flight() const { return in_flight_.get(); }
-  void keep_calls_in_flight(std::unique_ptr<detail::calls_in_flight> calls) { in_flight_ = std::move(calls); }
+  void keep_calls_in_flight(std::unique_ptr<detail::calls_in_flight> calls) {
+    in_flight_ = std::move(calls);
+  }
 
   // ---- derived communicators -----------------------------------------------------------------
 
@@ -443,7 +447,7 @@ class communicator {
   // A transport that reports what its streams wait for (a stream-ordered one) is told which call
   // and step each message belongs to.
   void note_call() {
-    if constexpr (requires(T& t) { t.note_call(collective::barrier, std::string_view{}, 0); }) {
+    if constexpr (requires(T & t) { t.note_call(collective::barrier, std::string_view{}, 0); }) {
       transport_->note_call(collective_, algorithm_, step_);
     }
   }
@@ -452,11 +456,12 @@ class communicator {
   // a stream-ordered transport has it only once the stream has run.
   void refuse_on_streams(std::string_view what) const {
     if constexpr (requires { T::stream_ordered; }) {
-      throw error(errc::invalid_argument,
-                  describe_rank() + ": " + std::string(what) +
-                      " needs a transport that completes on the host; this communicator's collectives "
-                      "only enqueue work on streams (make a communicator for each group instead); "
-                      "nothing was sent");
+      throw error(
+          errc::invalid_argument,
+          describe_rank() + ": " + std::string(what) +
+              " needs a transport that completes on the host; this communicator's collectives "
+              "only enqueue work on streams (make a communicator for each group instead); "
+              "nothing was sent");
     }
   }
 
@@ -471,10 +476,12 @@ class communicator {
   // The zero-byte "this rank waits for you in this call" a slow receive sends its peer
   // (communicator_consistency.hpp): where both sides only wait, it is what shows that they differ.
   static constexpr int waiting_channel = 254;
-  static_assert(static_cast<int>(collective::sendrecv) < 0xf, "the collective takes 4 bits of a tag");
+  static_assert(static_cast<int>(collective::sendrecv) < 0xf,
+                "the collective takes 4 bits of a tag");
   // Where each field sits (call_tag builds them; look_for_other_calls reads them back).
   static constexpr int kind_shift = 27, digest_shift = 19, number_shift = 8;
-  static constexpr tag_t kind_mask = 0xf, digest_mask = 0xff, number_mask = 0x7ff, channel_mask = 0xff;
+  static constexpr tag_t kind_mask = 0xf, digest_mask = 0xff, number_mask = 0x7ff,
+                         channel_mask = 0xff;
   tag_t call_tag(int channel) const {
     const bool statement = channel == statement_channel;
     const tag_t kind = statement ? kind_mask : static_cast<tag_t>(collective_);
@@ -494,7 +501,8 @@ class communicator {
   void say_waiting_for(int peer);
   // Takes in a "waiting" message that shows nothing (one of this call, or of a call ended).
   void take_waiting(int transport_peer, tag_t tag);
-  [[noreturn]] void fail_other_call(int peer, collective theirs, std::uint32_t their_number, bool earlier);
+  [[noreturn]] void fail_other_call(int peer, collective theirs, std::uint32_t their_number,
+                                    bool earlier);
 
   std::uint32_t derive_context(std::uint32_t salt) {
     ++derived_;
@@ -508,10 +516,12 @@ class communicator {
     operations.reserve(2 * static_cast<std::size_t>(p));
     next_step();
     for (int i = 0; i < p; ++i) {
-      operations.push_back(recv(i, all.subspan(static_cast<std::size_t>(i) * each, each), statement_channel));
+      operations.push_back(
+          recv(i, all.subspan(static_cast<std::size_t>(i) * each, each), statement_channel));
     }
     for (int j = 0; j < p; ++j) {
-      operations.push_back(send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), statement_channel));
+      operations.push_back(
+          send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), statement_channel));
     }
     for (auto& operation : operations) wait(operation);
   }
@@ -612,8 +622,8 @@ class communicator {
   T* transport_ = nullptr;
   const call_signature* asked_ = nullptr;  // the call in progress, as the facade described it
   std::vector<std::optional<request_type>> waiting_said_;  // say_waiting_for's sends, until done
-  int peek_next_ = 0;  // the peer messages_arrived_early looked at last (peeking transports)
-  std::uint8_t digest_ = 0;                // the call's digest, in its tags (call_tag)
+  int peek_next_ = 0;        // the peer messages_arrived_early looked at last (peeking transports)
+  std::uint8_t digest_ = 0;  // the call's digest, in its tags (call_tag)
   options settings_;
   std::uint32_t context_ = 0;
   std::vector<int> ranks_;
@@ -634,8 +644,8 @@ class communicator {
   std::string broken_message_;
   std::shared_ptr<const host_layout> hosts_;  // null until known
   std::vector<std::pair<std::vector<int>, std::unique_ptr<communicator>>> groups_;  // group()
-  detail::lane_yield* lane_ = nullptr;  // set when this communicator runs a call in flight
-  std::uint32_t issued_ = 0;            // calls issued in flight so far
+  detail::lane_yield* lane_ = nullptr;         // set when this communicator runs a call in flight
+  std::uint32_t issued_ = 0;                   // calls issued in flight so far
   std::optional<std::uint32_t> user_context_;  // a lane's: its parent's, for user tags
   std::unique_ptr<detail::calls_in_flight> in_flight_;  // null until the first is issued
   detail::recorder_handle recorder_;  // made at the first call; a lane shares its parent's

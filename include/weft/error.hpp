@@ -18,11 +18,16 @@ enum class errc {
 
 constexpr std::string_view to_string(errc code) noexcept {
   switch (code) {
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::mismatch: return "mismatch";
-    case errc::timeout: return "timeout";
-    case errc::peer_lost: return "peer_lost";
-    case errc::transport: return "transport";
+    case errc::invalid_argument:
+      return "invalid_argument";
+    case errc::mismatch:
+      return "mismatch";
+    case errc::timeout:
+      return "timeout";
+    case errc::peer_lost:
+      return "peer_lost";
+    case errc::transport:
+      return "transport";
   }
   return "unknown";
 }
@@ -34,7 +39,9 @@ class error : public std::runtime_error {
   error(errc code, const std::string& message)
       : std::runtime_error("weft: " + std::string(to_string(code)) + ": " + message), code_(code) {}
   // `culprit`: the rank whose failure is the cause (see culprit()).
-  error(errc code, const std::string& message, int culprit) : error(code, message) { culprit_ = culprit; }
+  error(errc code, const std::string& message, int culprit) : error(code, message) {
+    culprit_ = culprit;
+  }
 
   errc code() const noexcept { return code_; }
   // For peer_lost: the rank first lost, as the job numbers its ranks (the world's rank, whatever
@@ -57,11 +64,13 @@ inline constexpr std::string_view mismatch_advice =
     "(WEFT_CHECK=1 compares every call in full)";
 
 // The notice from `start` to the end of `end` quoted in `message`, or empty.
-inline std::string_view quoted_notice(std::string_view message, std::string_view start, std::string_view end) {
+inline std::string_view quoted_notice(std::string_view message, std::string_view start,
+                                      std::string_view end) {
   const auto at = message.find(start);
   if (at == std::string_view::npos) return {};
   const auto last = message.find(end, at);
-  return message.substr(at, last == std::string_view::npos ? std::string_view::npos : last + end.size() - at);
+  return message.substr(
+      at, last == std::string_view::npos ? std::string_view::npos : last + end.size() - at);
 }
 
 // The mismatch notice quoted in `message`, or empty.
@@ -89,10 +98,11 @@ inline constexpr std::string_view sizes_advice =
 
 // The notice: `started` ("rank 1") was started for a world of `size` ranks, `other` for one of
 // `other_size`.
-inline std::string sizes_differ(const std::string& started, std::string_view size, const std::string& other,
-                                std::string_view other_size) {
-  return std::string(sizes_notice) + started + " was started for a world of " + std::string(size) + " ranks, " +
-         other + " for one of " + std::string(other_size) + "; " + std::string(sizes_advice);
+inline std::string sizes_differ(const std::string& started, std::string_view size,
+                                const std::string& other, std::string_view other_size) {
+  return std::string(sizes_notice) + started + " was started for a world of " + std::string(size) +
+         " ranks, " + other + " for one of " + std::string(other_size) + "; " +
+         std::string(sizes_advice);
 }
 
 inline std::string_view quoted_sizes(std::string_view message) {
@@ -105,7 +115,8 @@ inline std::string strip_prefix(const char* message) {
   std::string_view text(message);
   if (text.starts_with("weft: ")) {
     text.remove_prefix(6);
-    if (const auto colon = text.find(": "); colon != std::string_view::npos) text.remove_prefix(colon + 2);
+    if (const auto colon = text.find(": "); colon != std::string_view::npos)
+      text.remove_prefix(colon + 2);
   }
   return std::string(text);
 }

@@ -77,13 +77,15 @@ class group {
     // The others start these calls: they hear that this rank never will, instead of waiting.
     std::string names;
     for (const auto& call : recorded) names += (names.empty() ? "" : ", ") + call.name;
-    comm_->skip_calls("left a weft::group by an exception, so its " + std::to_string(recorded.size()) +
-                      " call(s) there (" + names + ") never started");
+    comm_->skip_calls("left a weft::group by an exception, so its " +
+                      std::to_string(recorded.size()) + " call(s) there (" + names +
+                      ") never started");
     for (auto& call : recorded) {
       fail_unstarted(*call.result, std::make_exception_ptr(error(
-                                       errc::invalid_argument, "rank " + std::to_string(comm_->rank()) + ": " +
-                                                                   call.name + " was not started: its weft::group "
-                                                                               "was left by an exception")));
+                                       errc::invalid_argument,
+                                       "rank " + std::to_string(comm_->rank()) + ": " + call.name +
+                                           " was not started: its weft::group "
+                                           "was left by an exception")));
     }
   }
 
@@ -120,7 +122,8 @@ class group {
         if (members[i] > 1) {
           start_fused(recorded, leader, i, algorithm[i]);
         } else {
-          detail::lanes_of(*comm_).start(*comm_, recorded[i].name, std::move(recorded[i].work), {recorded[i].result});
+          detail::lanes_of(*comm_).start(*comm_, recorded[i].name, std::move(recorded[i].work),
+                                         {recorded[i].result});
         }
       } catch (...) {
         if (!first_error) first_error = std::current_exception();
@@ -134,8 +137,8 @@ class group {
 
   // One call for the set led by `first`: packs its members' data, runs the allreduce on the pack
   // with `algorithm`, unpacks; every member's handle gets the fused call's report.
-  void start_fused(std::vector<recorded_t>& recorded, const std::vector<std::size_t>& leader, std::size_t first,
-                   std::string_view algorithm) {
+  void start_fused(std::vector<recorded_t>& recorded, const std::vector<std::size_t>& leader,
+                   std::size_t first, std::string_view algorithm) {
     std::vector<detail::bytes> parts;
     std::vector<std::shared_ptr<outcome_t>> results;
     std::size_t total = 0;

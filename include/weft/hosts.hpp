@@ -55,7 +55,8 @@ class host_layout {
     for (std::size_t h = 0; h < ranks_per_host.size(); ++h) {
       if (ranks_per_host[h] < 1) {
         throw error(errc::invalid_argument, "host layout: host " + std::to_string(h) + " has " +
-                                                std::to_string(ranks_per_host[h]) + " ranks; every host needs one");
+                                                std::to_string(ranks_per_host[h]) +
+                                                " ranks; every host needs one");
       }
       keys.insert(keys.end(), static_cast<std::size_t>(ranks_per_host[h]), static_cast<int>(h));
     }
@@ -95,8 +96,8 @@ class host_layout {
  private:
   std::size_t at(int rank) const {
     if (rank < 0 || rank >= size()) {
-      throw error(errc::invalid_argument, "host layout: no rank " + std::to_string(rank) + " among " +
-                                              std::to_string(size()));
+      throw error(errc::invalid_argument, "host layout: no rank " + std::to_string(rank) +
+                                              " among " + std::to_string(size()));
     }
     return static_cast<std::size_t>(rank);
   }

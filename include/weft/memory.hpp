@@ -35,10 +35,10 @@ class host_memory {
   }
 
   std::byte* allocate(std::size_t bytes) const {
-    return static_cast<std::byte*>(::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{64}));
+    return static_cast<std::byte*>(::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{64}));
   }
   void deallocate(std::byte* pointer, std::size_t) const {
-    ::operator delete(pointer, std::align_val_t{64});
+    ::operator delete (pointer, std::align_val_t{64});
   }
 };
 static_assert(memory_space<host_memory>);

@@ -46,7 +46,8 @@ class request {
 
   request() = default;
   // The handle of a call the lanes have (weft::start and the i-calls make them).
-  explicit request(std::shared_ptr<detail::call_outcome<communicator_type>> outcome) : outcome_(std::move(outcome)) {}
+  explicit request(std::shared_ptr<detail::call_outcome<communicator_type>> outcome)
+      : outcome_(std::move(outcome)) {}
 
   bool valid() const { return outcome_ != nullptr; }
 
@@ -54,7 +55,8 @@ class request {
   // throws its failure, as wait() does).
   bool test() {
     refuse_if_empty();
-    if (!outcome_->done.load(std::memory_order_acquire) && !outcome_->driver->test(*outcome_)) return false;
+    if (!outcome_->done.load(std::memory_order_acquire) && !outcome_->driver->test(*outcome_))
+      return false;
     throw_failure();
     return true;
   }
@@ -70,7 +72,8 @@ class request {
   // call stays in flight).
   bool wait(deadline_clock::time_point deadline) {
     refuse_if_empty();
-    if (!outcome_->done.load(std::memory_order_acquire) && !outcome_->driver->wait(*outcome_, deadline)) {
+    if (!outcome_->done.load(std::memory_order_acquire) &&
+        !outcome_->driver->wait(*outcome_, deadline)) {
       return false;
     }
     throw_failure();
@@ -88,11 +91,11 @@ class request {
   bool fused() const { return outcome_->fused; }
 
  private:
-
   void refuse_if_empty() const {
     if (outcome_ == nullptr) {
-      throw error(errc::invalid_argument,
-                  "an empty weft::request (default-constructed or moved from) was tested or waited for");
+      throw error(
+          errc::invalid_argument,
+          "an empty weft::request (default-constructed or moved from) was tested or waited for");
     }
   }
 
@@ -119,16 +122,18 @@ lanes<communicator<Transport>>& lanes_of(communicator<Transport>& comm) {
 // call is posted (it has given way at its first wait, or is done).
 template <transport Transport, class Work>
 request<Transport> start(communicator<Transport>& comm, std::string_view name, Work work) {
-  static_assert(std::is_invocable_r_v<report, Work&, communicator<Transport>&>,
-                "weft::start: work must be callable as work(communicator&) and return a weft::report");
+  static_assert(
+      std::is_invocable_r_v<report, Work&, communicator<Transport>&>,
+      "weft::start: work must be callable as work(communicator&) and return a weft::report");
   return request<Transport>(detail::lanes_of(comm).issue(comm, name, std::move(work)));
 }
 
 // ---- the i-calls: each takes its blocking call's arguments ------------------------------------
 
 template <transport Transport, element T, class Op = sum, class Algorithm = automatic>
-request<Transport> iallreduce(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> in,
-                              std::span<T> out, Op op = {}, Algorithm algorithm = {}) {
+request<Transport> iallreduce(communicator<Transport>& comm,
+                              std::type_identity_t<std::span<const T>> in, std::span<T> out,
+                              Op op = {}, Algorithm algorithm = {}) {
   return start(comm, "allreduce", [=](communicator<Transport>& lane) {
     return allreduce<Transport, T, Op, Algorithm>(lane, in, out, op, algorithm);
   });
@@ -139,24 +144,28 @@ template <transport Transport, element T, class Op = sum, class Algorithm = auto
 request<Transport> iallreduce(communicator<Transport>& comm, std::span<T> data, Op op = {},
                               Algorithm algorithm = {}) {
   auto work = [=](communicator<Transport>& lane) {
-    return allreduce<Transport, T, Op, Algorithm>(lane, std::span<const T>(data), data, op, algorithm);
+    return allreduce<Transport, T, Op, Algorithm>(lane, std::span<const T>(data), data, op,
+                                                  algorithm);
   };
   auto& lanes = detail::lanes_of(comm);
-  auto offer = lanes.recording() ? detail::offer_fusion<Transport, T, Op, Algorithm>(data) : nullptr;
+  auto offer =
+      lanes.recording() ? detail::offer_fusion<Transport, T, Op, Algorithm>(data) : nullptr;
   return request<Transport>(lanes.issue(comm, "allreduce", std::move(work), std::move(offer)));
 }
 
 template <transport Transport, element T, class Op = sum, class Algorithm = automatic>
-request<Transport> ireduce_scatter(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> all,
-                                   std::span<T> mine, Op op = {}, Algorithm algorithm = {}) {
+request<Transport> ireduce_scatter(communicator<Transport>& comm,
+                                   std::type_identity_t<std::span<const T>> all, std::span<T> mine,
+                                   Op op = {}, Algorithm algorithm = {}) {
   return start(comm, "reduce_scatter", [=](communicator<Transport>& lane) {
     return reduce_scatter<Transport, T, Op, Algorithm>(lane, all, mine, op, algorithm);
   });
 }
 
 template <transport Transport, element T, class Op = sum, class Algorithm = automatic>
-request<Transport> ireduce(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> in,
-                           std::span<T> out, Op op, int root, Algorithm algorithm = {}) {
+request<Transport> ireduce(communicator<Transport>& comm,
+                           std::type_identity_t<std::span<const T>> in, std::span<T> out, Op op,
+                           int root, Algorithm algorithm = {}) {
   return start(comm, "reduce", [=](communicator<Transport>& lane) {
     return reduce<Transport, T, Op, Algorithm>(lane, in, out, op, root, algorithm);
   });
@@ -165,42 +174,48 @@ request<Transport> ireduce(communicator<Transport>& comm, std::type_identity_t<s
 template <transport Transport, element T, class Op = sum, class Algorithm = automatic>
 request<Transport> ireduce(communicator<Transport>& comm, std::span<T> data, Op op, int root,
                            Algorithm algorithm = {}) {
-  return ireduce<Transport, T, Op, Algorithm>(comm, std::span<const T>(data), data, op, root, algorithm);
+  return ireduce<Transport, T, Op, Algorithm>(comm, std::span<const T>(data), data, op, root,
+                                              algorithm);
 }
 
 template <transport Transport, element T, class Algorithm = automatic>
-request<Transport> ibroadcast(communicator<Transport>& comm, std::span<T> data, int root, Algorithm algorithm = {}) {
+request<Transport> ibroadcast(communicator<Transport>& comm, std::span<T> data, int root,
+                              Algorithm algorithm = {}) {
   return start(comm, "broadcast", [=](communicator<Transport>& lane) {
     return broadcast<Transport, T, Algorithm>(lane, data, root, algorithm);
   });
 }
 
 template <transport Transport, element T, class Algorithm = automatic>
-request<Transport> iallgather(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> mine,
-                              std::span<T> all, Algorithm algorithm = {}) {
+request<Transport> iallgather(communicator<Transport>& comm,
+                              std::type_identity_t<std::span<const T>> mine, std::span<T> all,
+                              Algorithm algorithm = {}) {
   return start(comm, "allgather", [=](communicator<Transport>& lane) {
     return allgather<Transport, T, Algorithm>(lane, mine, all, algorithm);
   });
 }
 
 template <transport Transport, element T, class Algorithm = automatic>
-request<Transport> iallgatherv(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> mine,
-                               std::span<T> all, std::span<const std::size_t> counts, Algorithm algorithm = {}) {
+request<Transport> iallgatherv(communicator<Transport>& comm,
+                               std::type_identity_t<std::span<const T>> mine, std::span<T> all,
+                               std::span<const std::size_t> counts, Algorithm algorithm = {}) {
   return start(comm, "allgatherv", [=](communicator<Transport>& lane) {
     return allgatherv<Transport, T, Algorithm>(lane, mine, all, counts, algorithm);
   });
 }
 
 template <transport Transport, element T, class Algorithm = automatic>
-request<Transport> ialltoall(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> in,
-                             std::span<T> out, Algorithm algorithm = {}) {
+request<Transport> ialltoall(communicator<Transport>& comm,
+                             std::type_identity_t<std::span<const T>> in, std::span<T> out,
+                             Algorithm algorithm = {}) {
   return start(comm, "alltoall", [=](communicator<Transport>& lane) {
     return alltoall<Transport, T, Algorithm>(lane, in, out, algorithm);
   });
 }
 
 template <transport Transport, element T, class Algorithm = automatic>
-request<Transport> ialltoallv(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> in,
+request<Transport> ialltoallv(communicator<Transport>& comm,
+                              std::type_identity_t<std::span<const T>> in,
                               std::span<const std::size_t> in_counts, std::span<T> out,
                               std::span<const std::size_t> out_counts, Algorithm algorithm = {}) {
   return start(comm, "alltoallv", [=](communicator<Transport>& lane) {
@@ -209,16 +224,18 @@ request<Transport> ialltoallv(communicator<Transport>& comm, std::type_identity_
 }
 
 template <transport Transport, element T, class Algorithm = automatic>
-request<Transport> igather(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> mine,
-                           std::span<T> all, int root, Algorithm algorithm = {}) {
+request<Transport> igather(communicator<Transport>& comm,
+                           std::type_identity_t<std::span<const T>> mine, std::span<T> all,
+                           int root, Algorithm algorithm = {}) {
   return start(comm, "gather", [=](communicator<Transport>& lane) {
     return gather<Transport, T, Algorithm>(lane, mine, all, root, algorithm);
   });
 }
 
 template <transport Transport, element T, class Algorithm = automatic>
-request<Transport> iscatter(communicator<Transport>& comm, std::type_identity_t<std::span<const T>> all,
-                            std::span<T> mine, int root, Algorithm algorithm = {}) {
+request<Transport> iscatter(communicator<Transport>& comm,
+                            std::type_identity_t<std::span<const T>> all, std::span<T> mine,
+                            int root, Algorithm algorithm = {}) {
   return start(comm, "scatter", [=](communicator<Transport>& lane) {
     return scatter<Transport, T, Algorithm>(lane, all, mine, root, algorithm);
   });
@@ -226,19 +243,26 @@ request<Transport> iscatter(communicator<Transport>& comm, std::type_identity_t<
 
 template <transport Transport, class Algorithm = automatic>
 request<Transport> ibarrier(communicator<Transport>& comm, Algorithm algorithm = {}) {
-  return start(comm, "barrier", [=](communicator<Transport>& lane) { return barrier<Transport, Algorithm>(lane, algorithm); });
+  return start(comm, "barrier", [=](communicator<Transport>& lane) {
+    return barrier<Transport, Algorithm>(lane, algorithm);
+  });
 }
 
 // Point-to-point in flight: matches blocking send and recv with the same tag.
 template <transport Transport, class T>
-  requires element<std::remove_const_t<T>>
-request<Transport> isend(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
-  return start(comm, "send", [=](communicator<Transport>& lane) { return send<Transport, T>(lane, data, peer, tag); });
+requires element<std::remove_const_t<T>> request<Transport> isend(communicator<Transport>& comm,
+                                                                  std::span<T> data, int peer,
+                                                                  int tag = 0) {
+  return start(comm, "send", [=](communicator<Transport>& lane) {
+    return send<Transport, T>(lane, data, peer, tag);
+  });
 }
 
 template <transport Transport, element T>
 request<Transport> irecv(communicator<Transport>& comm, std::span<T> data, int peer, int tag = 0) {
-  return start(comm, "recv", [=](communicator<Transport>& lane) { return recv<Transport, T>(lane, data, peer, tag); });
+  return start(comm, "recv", [=](communicator<Transport>& lane) {
+    return recv<Transport, T>(lane, data, peer, tag);
+  });
 }
 
 }  // namespace weft

@@ -26,7 +26,8 @@ namespace detail {
 template <class T>
 WEFT_HOST_DEVICE constexpr T wrapping_add(T a, T b) {
   using unsigned_t = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<unsigned_t>(static_cast<unsigned_t>(a) + static_cast<unsigned_t>(b)));
+  return static_cast<T>(
+      static_cast<unsigned_t>(static_cast<unsigned_t>(a) + static_cast<unsigned_t>(b)));
 }
 template <class T>
 WEFT_HOST_DEVICE constexpr T wrapping_mul(T a, T b) {
@@ -45,9 +46,12 @@ struct sum {
   static constexpr std::string_view name = "sum";
   template <class T>
   WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
-    if constexpr (detail::wrapping_integer<T>) return detail::wrapping_add(a, b);
-    else if constexpr (is_narrow_float_v<T>) return T(float(a) + float(b));
-    else return a + b;
+    if constexpr (detail::wrapping_integer<T>)
+      return detail::wrapping_add(a, b);
+    else if constexpr (is_narrow_float_v<T>)
+      return T(float(a) + float(b));
+    else
+      return a + b;
   }
 };
 
@@ -56,9 +60,12 @@ struct prod {
   static constexpr std::string_view name = "prod";
   template <class T>
   WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
-    if constexpr (detail::wrapping_integer<T>) return detail::wrapping_mul(a, b);
-    else if constexpr (is_narrow_float_v<T>) return T(float(a) * float(b));
-    else return a * b;
+    if constexpr (detail::wrapping_integer<T>)
+      return detail::wrapping_mul(a, b);
+    else if constexpr (is_narrow_float_v<T>)
+      return T(float(a) * float(b));
+    else
+      return a * b;
   }
 };
 
@@ -66,14 +73,18 @@ struct min {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "min";
   template <class T>
-  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return b < a ? b : a; }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    return b < a ? b : a;
+  }
 };
 
 struct max {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "max";
   template <class T>
-  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return a < b ? b : a; }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    return a < b ? b : a;
+  }
 };
 
 // Sum across ranks, divided once by the number of ranks (integer division for integers).
@@ -81,11 +92,15 @@ struct avg {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "avg";
   template <class T>
-  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return sum{}(a, b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    return sum{}(a, b);
+  }
   template <class T>
   WEFT_HOST_DEVICE constexpr T finalize(T value, int ranks) const {
-    if constexpr (is_narrow_float_v<T>) return T(float(value) / static_cast<float>(ranks));
-    else return static_cast<T>(value / static_cast<T>(ranks));
+    if constexpr (is_narrow_float_v<T>)
+      return T(float(value) / static_cast<float>(ranks));
+    else
+      return static_cast<T>(value / static_cast<T>(ranks));
   }
 };
 
@@ -93,21 +108,27 @@ struct band {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "band";
   template <std::integral T>
-  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a & b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    return static_cast<T>(a & b);
+  }
 };
 
 struct bor {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "bor";
   template <std::integral T>
-  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a | b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    return static_cast<T>(a | b);
+  }
 };
 
 struct bxor {
   static constexpr bool commutative = true;
   static constexpr std::string_view name = "bxor";
   template <std::integral T>
-  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+  WEFT_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    return static_cast<T>(a ^ b);
+  }
 };
 
 // weft::reduction<Op, T> — requirements on a reduction, in order:
@@ -122,24 +143,32 @@ concept reduction = std::copy_constructible<Op> && requires(const Op& op, const 
 // True when Op declares `static constexpr bool commutative = true`.
 template <class Op>
 inline constexpr bool is_commutative_v = [] {
-  if constexpr (requires { Op::commutative; }) return bool(Op::commutative);
-  else return false;
+  if constexpr (requires { Op::commutative; })
+    return bool(Op::commutative);
+  else
+    return false;
 }();
 
 // Applies Op::finalize if Op has one (avg); identity otherwise.
 template <class T, class Op>
 WEFT_HOST_DEVICE constexpr T finalize(const Op& op, T value, int ranks) {
-  if constexpr (requires { op.finalize(value, ranks); }) return op.finalize(value, ranks);
-  else return value;
+  if constexpr (requires { op.finalize(value, ranks); })
+    return op.finalize(value, ranks);
+  else
+    return value;
 }
 
 template <class Op, class T>
-inline constexpr bool has_finalize_v = requires(const Op& op, T value) { op.finalize(value, 1); };
+inline constexpr bool has_finalize_v = requires(const Op& op, T value) {
+  op.finalize(value, 1);
+};
 
 template <class Op>
 constexpr std::string_view op_name() {
-  if constexpr (requires { Op::name; }) return Op::name;
-  else return "user";
+  if constexpr (requires { Op::name; })
+    return Op::name;
+  else
+    return "user";
 }
 
 }  // namespace weft

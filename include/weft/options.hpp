@@ -55,8 +55,8 @@ struct options {
     if (const auto value = env::timeout()) result.timeout = *value;
     if (const auto value = env::piece_bytes("WEFT_CHUNK_BYTES", smallest_piece, largest_piece))
       result.chunk_bytes = static_cast<std::size_t>(*value);
-    if (const auto value = env::piece_bytes("WEFT_REDUCE_CHUNK_BYTES", smallest_piece, largest_piece,
-                                            "the transport's measured size"))
+    if (const auto value = env::piece_bytes("WEFT_REDUCE_CHUNK_BYTES", smallest_piece,
+                                            largest_piece, "the transport's measured size"))
       result.reduce_chunk_bytes = static_cast<std::size_t>(*value);
     if (const auto value = env::bytes("WEFT_HANDSHAKE_BYTES", SIZE_MAX))
       result.handshake_bytes = static_cast<std::size_t>(*value);

@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
-#include <thread>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -31,26 +31,27 @@ namespace weft {
 // One call as the recorder saw it.
 struct recorded_call {
   enum class outcome : std::uint8_t { running, done, failed };
-  std::uint64_t number = 0;        // the communicator's collective number: 1 for its first
-                                   // collective; a send, recv or sendrecv has the number of
-                                   // the collective before it (only the ranks in it make it)
-  call_signature signature;        // what was asked (count, type and op for the collectives)
-  std::int64_t started_us = 0;     // CLOCK_MONOTONIC in microseconds, to the kernel's tick
-  std::int64_t ended_us = 0;       // 0 while running
-  int step = 0;                    // the step it was in
-  int waiting_for = -1;            // the rank (of this communicator) a wait was for, -1: none
-  int culprit = -1;                // a failure's lost rank, as the job numbers it (error::culprit)
-  bool waiting_to_send = false;    // that wait was a send's
+  std::uint64_t number = 0;      // the communicator's collective number: 1 for its first
+                                 // collective; a send, recv or sendrecv has the number of
+                                 // the collective before it (only the ranks in it make it)
+  call_signature signature;      // what was asked (count, type and op for the collectives)
+  std::int64_t started_us = 0;   // CLOCK_MONOTONIC in microseconds, to the kernel's tick
+  std::int64_t ended_us = 0;     // 0 while running
+  int step = 0;                  // the step it was in
+  int waiting_for = -1;          // the rank (of this communicator) a wait was for, -1: none
+  int culprit = -1;              // a failure's lost rank, as the job numbers it (error::culprit)
+  bool waiting_to_send = false;  // that wait was a send's
   std::uint64_t bytes_sent = 0;
   outcome state = outcome::running;
-  std::string failure;             // the error, when it failed
+  std::string failure;  // the error, when it failed
 };
 
 class flight_recorder {
  public:
   // `world_ranks`: the job's rank of each rank of the communicator; `rank`: this rank's;
   // `context`: the communicator's id, the same on every rank.
-  flight_recorder(std::size_t capacity, std::vector<int> world_ranks, int rank, std::uint32_t context)
+  flight_recorder(std::size_t capacity, std::vector<int> world_ranks, int rank,
+                  std::uint32_t context)
       : ring_(capacity),
         world_ranks_(std::move(world_ranks)),
         rank_(rank),
@@ -60,7 +61,8 @@ class flight_recorder {
 
   // A new call numbered `number` (recorded_call::number): `asked` when the facade knows the
   // call's arguments, else its kind and algorithm.
-  void begin(std::uint64_t number, collective kind, std::string_view algorithm, const call_signature* asked) {
+  void begin(std::uint64_t number, collective kind, std::string_view algorithm,
+             const call_signature* asked) {
     const std::int64_t started = now_us();
     std::lock_guard guard(lock_);
     recorded_call& entry = ring_[static_cast<std::size_t>(count_ % ring_.size())];
@@ -136,22 +138,29 @@ class flight_recorder {
   std::string json_lines(std::string_view reason) const {
     std::string text = "{\"record\":\"header\",\"world_rank\":" + std::to_string(world_rank_) +
                        ",\"rank\":" + std::to_string(rank_) + ",\"size\":" + std::to_string(size_) +
-                       ",\"communicator\":" + std::to_string(context_) + ",\"reason\":\"" + escaped(reason) +
-                       "\",\"at_us\":" + std::to_string(now_us()) + "}\n";
+                       ",\"communicator\":" + std::to_string(context_) + ",\"reason\":\"" +
+                       escaped(reason) + "\",\"at_us\":" + std::to_string(now_us()) + "}\n";
     for (const auto& call : calls()) {
       const auto& s = call.signature;
-      text += "{\"record\":\"call\",\"world_rank\":" + std::to_string(world_rank_) + ",\"rank\":" +
-              std::to_string(rank_) + ",\"communicator\":" + std::to_string(context_) + ",\"number\":" +
-              std::to_string(call.number) + ",\"collective\":\"" + std::string(to_string(s.kind)) +
-              "\",\"count\":" + std::to_string(s.count) + ",\"type\":\"" + escaped(s.type.data()) +
-              "\",\"op\":\"" + escaped(s.op.data()) + "\",\"root\":" + std::to_string(s.root) +
-              ",\"algorithm\":\"" + escaped(s.algorithm.data()) + "\",\"state\":\"" + state_name(call.state) +
-              "\",\"step\":" + std::to_string(call.step) + ",\"waiting_for\":" + std::to_string(call.waiting_for) + ",\"waiting_for_world\":" +
-              std::to_string(call.waiting_for >= 0 ? world_ranks_[static_cast<std::size_t>(call.waiting_for)] : -1) +
+      text += "{\"record\":\"call\",\"world_rank\":" + std::to_string(world_rank_) +
+              ",\"rank\":" + std::to_string(rank_) +
+              ",\"communicator\":" + std::to_string(context_) +
+              ",\"number\":" + std::to_string(call.number) + ",\"collective\":\"" +
+              std::string(to_string(s.kind)) + "\",\"count\":" + std::to_string(s.count) +
+              ",\"type\":\"" + escaped(s.type.data()) + "\",\"op\":\"" + escaped(s.op.data()) +
+              "\",\"root\":" + std::to_string(s.root) + ",\"algorithm\":\"" +
+              escaped(s.algorithm.data()) + "\",\"state\":\"" + state_name(call.state) +
+              "\",\"step\":" + std::to_string(call.step) +
+              ",\"waiting_for\":" + std::to_string(call.waiting_for) + ",\"waiting_for_world\":" +
+              std::to_string(call.waiting_for >= 0
+                                 ? world_ranks_[static_cast<std::size_t>(call.waiting_for)]
+                                 : -1) +
               ",\"culprit\":" + std::to_string(call.culprit) +
-              ",\"waiting_to_send\":" + (call.waiting_to_send ? "true" : "false") + ",\"bytes_sent\":" +
-              std::to_string(call.bytes_sent) + ",\"started_us\":" + std::to_string(call.started_us) +
-              ",\"ended_us\":" + std::to_string(call.ended_us) + ",\"failure\":\"" + escaped(call.failure) + "\"}\n";
+              ",\"waiting_to_send\":" + (call.waiting_to_send ? "true" : "false") +
+              ",\"bytes_sent\":" + std::to_string(call.bytes_sent) +
+              ",\"started_us\":" + std::to_string(call.started_us) +
+              ",\"ended_us\":" + std::to_string(call.ended_us) + ",\"failure\":\"" +
+              escaped(call.failure) + "\"}\n";
     }
     return text;
   }
@@ -159,20 +168,21 @@ class flight_recorder {
   // One line for stderr: the last call and where it is.
   std::string summary() const {
     const auto kept = calls();
-    std::string text = "weft: flight recorder, rank " + std::to_string(world_rank_) + " (communicator " +
-                       std::to_string(context_) + ", rank " + std::to_string(rank_) + " of " + std::to_string(size_) + "): ";
+    std::string text = "weft: flight recorder, rank " + std::to_string(world_rank_) +
+                       " (communicator " + std::to_string(context_) + ", rank " +
+                       std::to_string(rank_) + " of " + std::to_string(size_) + "): ";
     if (kept.empty()) return text + "no calls";
     const auto& last = kept.back();
     text += std::string(to_string(last.signature.kind)) + " #" + std::to_string(last.number) + " " +
             state_name(last.state) + " in step " + std::to_string(last.step);
     if (last.waiting_for >= 0) {
-      text += std::string(", waiting to ") + (last.waiting_to_send ? "send to" : "receive from") + " rank " +
-              std::to_string(world_ranks_[static_cast<std::size_t>(last.waiting_for)]);
+      text += std::string(", waiting to ") + (last.waiting_to_send ? "send to" : "receive from") +
+              " rank " + std::to_string(world_ranks_[static_cast<std::size_t>(last.waiting_for)]);
     }
     if (kept.size() > 1) {
       const auto& before = kept[kept.size() - 2];
-      text += "; before it " + std::string(to_string(before.signature.kind)) + " #" + std::to_string(before.number) +
-              " " + state_name(before.state);
+      text += "; before it " + std::string(to_string(before.signature.kind)) + " #" +
+              std::to_string(before.number) + " " + state_name(before.state);
     }
     return text + " (WEFT_RECORDER_DIR=DIR keeps every record for weft-why)";
   }

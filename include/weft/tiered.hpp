@@ -1,7 +1,8 @@
 // weft/tiered.hpp — one world over two transports: a node-local one between the ranks of a host
 // and a network one between hosts.
 //
-//   auto job = weft::tiered_session<weft::shm::transport, weft::tcp::transport>::from_environment();
+//   using job_type = weft::tiered_session<weft::shm::transport, weft::tcp::transport>;
+//   auto job = job_type::from_environment();
 //   weft::allreduce(job.comm(), std::span<float>(data), weft::sum{});   // may run hierarchical
 //
 // A message to a rank of this host goes over Local (shared memory, CUDA IPC; or threads), any
@@ -45,8 +46,10 @@ namespace detail {
 
 template <class T>
 constexpr std::string_view tuning_key_of() {
-  if constexpr (requires { T::tuning_key; }) return T::tuning_key;
-  else return "default";
+  if constexpr (requires { T::tuning_key; })
+    return T::tuning_key;
+  else
+    return "default";
 }
 
 template <class Local, class Network>
@@ -101,15 +104,18 @@ class tiered {
   tiered(host_layout layout, Network network, Local local = {})
       : layout_(std::move(layout)), network_(std::move(network)), local_(std::move(local)) {
     if (layout_.size() != network_.size()) {
-      throw error(errc::invalid_argument, "tiered transport: the host layout has " + std::to_string(layout_.size()) +
-                                              " ranks and the network " + std::to_string(network_.size()));
+      throw error(errc::invalid_argument,
+                  "tiered transport: the host layout has " + std::to_string(layout_.size()) +
+                      " ranks and the network " + std::to_string(network_.size()));
     }
     if constexpr (has_local) {
       const auto here = layout_.ranks_on(layout_.host_of(network_.rank()));
-      if (local_.size() != static_cast<int>(here.size()) || here[static_cast<std::size_t>(local_.rank())] != network_.rank()) {
+      if (local_.size() != static_cast<int>(here.size()) ||
+          here[static_cast<std::size_t>(local_.rank())] != network_.rank()) {
         throw error(errc::invalid_argument,
-                    "tiered transport: rank " + std::to_string(network_.rank()) + "'s node-local transport is rank " +
-                        std::to_string(local_.rank()) + " of " + std::to_string(local_.size()) + ", but its host has " +
+                    "tiered transport: rank " + std::to_string(network_.rank()) +
+                        "'s node-local transport is rank " + std::to_string(local_.rank()) +
+                        " of " + std::to_string(local_.size()) + ", but its host has " +
                         std::to_string(here.size()) + " ranks");
       }
     }
@@ -119,14 +125,18 @@ class tiered {
   int size() const { return network_.size(); }
   const host_layout* hosts() const { return &layout_; }
   memory_type& memory() {
-    if constexpr (has_local) return local_.memory();
-    else return network_.memory();
+    if constexpr (has_local)
+      return local_.memory();
+    else
+      return network_.memory();
   }
   Network& network() { return network_; }
   Local& local() { return local_; }
 
   // True when messages to `peer` go over the node-local transport.
-  bool is_local(int peer) const { return has_local && layout_.host_of(peer) == layout_.host_of(rank()); }
+  bool is_local(int peer) const {
+    return has_local && layout_.host_of(peer) == layout_.host_of(rank());
+  }
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
     detail::check_peer(rank(), size(), peer, "send to");
@@ -154,16 +164,18 @@ class tiered {
     return made;
   }
 
-  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
-                      const detail::reducer& combine) {
+  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own,
+                      tag_t tag, const detail::reducer& combine) {
     detail::check_peer(rank(), size(), peer, "receive from");
     request made;
     if constexpr (has_local) {
       if (is_local(peer)) {
         if constexpr (reducing_transport<Local>) {
-          made.local_.emplace(local_.recv_reduce(layout_.local_index(peer), target, own, tag, combine));
+          made.local_.emplace(
+              local_.recv_reduce(layout_.local_index(peer), target, own, tag, combine));
         } else {
-          made.local_.emplace(local_.recv(layout_.local_index(peer), stage(made, target, own, combine), tag));
+          made.local_.emplace(
+              local_.recv(layout_.local_index(peer), stage(made, target, own, combine), tag));
         }
         return made;
       }
@@ -179,7 +191,8 @@ class tiered {
   bool wait(request& operation, deadline_clock::time_point deadline) {
     if (!has_local || !operation.local_) {
       if constexpr (has_local) {
-        while (!network_.wait(*operation.network_, std::min(deadline, deadline_clock::now() + slice))) {
+        while (!network_.wait(*operation.network_,
+                              std::min(deadline, deadline_clock::now() + slice))) {
           progress(local_);
           if (deadline_clock::now() >= deadline) return false;
         }
@@ -215,22 +228,23 @@ class tiered {
     if constexpr (requires { network_.abort(culprit, reason); }) network_.abort(culprit, reason);
     if constexpr (has_local) {
       if constexpr (requires { local_.abort(culprit, reason); }) {
-        if (culprit >= 0 && culprit < size() && is_local(culprit)) local_.abort(layout_.local_index(culprit), reason);
+        if (culprit >= 0 && culprit < size() && is_local(culprit))
+          local_.abort(layout_.local_index(culprit), reason);
       }
     }
   }
 
   // Messages that arrived before their receive on either tier, as world ranks
   // (weft::early_message_transport), where both tiers can tell.
-  std::size_t early_messages(std::span<early_message> found)
-    requires early_message_transport<Network> && (!has_local || early_message_transport<Local>)
-  {
+  std::size_t early_messages(std::span<early_message> found) requires
+      early_message_transport<Network> &&(!has_local || early_message_transport<Local>) {
     std::size_t count = network_.early_messages(found);
     if constexpr (has_local) {
       const std::size_t room = found.size() - std::min(count, found.size());
       const std::size_t local = local_.early_messages(found.subspan(found.size() - room));
       const auto here = layout_.ranks_on(layout_.host_of(rank()));
-      for (std::size_t i = found.size() - room; i < found.size() - room + std::min(local, room); ++i) {
+      for (std::size_t i = found.size() - room; i < found.size() - room + std::min(local, room);
+           ++i) {
         found[i].peer = here[static_cast<std::size_t>(found[i].peer)];
       }
       count += local;
@@ -241,7 +255,8 @@ class tiered {
   // "2 hosts: 2 + 2 ranks; within a host shm, between hosts tcp".
   std::string describe() const {
     return layout_.describe() + "; within a host " +
-           std::string(has_local ? detail::tuning_key_of<Local>() : detail::tuning_key_of<Network>()) +
+           std::string(has_local ? detail::tuning_key_of<Local>()
+                                 : detail::tuning_key_of<Network>()) +
            ", between hosts " + std::string(detail::tuning_key_of<Network>());
   }
 
@@ -251,10 +266,11 @@ class tiered {
     if constexpr (requires { tier.progress(); }) tier.progress();
   }
 
-  std::span<std::byte> stage(request& made, std::span<std::byte> target, std::span<const std::byte> own,
-                             const detail::reducer& combine) {
+  std::span<std::byte> stage(request& made, std::span<std::byte> target,
+                             std::span<const std::byte> own, const detail::reducer& combine) {
     memory_type& space = memory();
-    made.staging_ = {space.allocate(target.size()), typename request::release{&space, target.size()}};
+    made.staging_ = {space.allocate(target.size()),
+                     typename request::release{&space, target.size()}};
     made.combine_ = &combine;
     made.target_ = target;
     made.own_ = own;
@@ -264,7 +280,8 @@ class tiered {
   // Done: a staged reducing receive combines now.
   static bool complete(request& operation) {
     if (operation.combine_ != nullptr) {
-      (*operation.combine_)(operation.target_, operation.own_, {operation.staging_.get(), operation.target_.size()});
+      (*operation.combine_)(operation.target_, operation.own_,
+                            {operation.staging_.get(), operation.target_.size()});
       operation.combine_ = nullptr;
       operation.staging_.reset();
     }

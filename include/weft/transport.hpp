@@ -36,7 +36,8 @@ deadline_clock::time_point deadline_after(std::chrono::duration<Rep, Period> tim
   using seconds = std::chrono::duration<double>;
   const auto room = deadline_clock::time_point::max() - now;
   // (in doubles, which hold any duration; the second of margin covers their rounding)
-  if (std::chrono::duration_cast<seconds>(time) >= std::chrono::duration_cast<seconds>(room) - seconds(1)) {
+  if (std::chrono::duration_cast<seconds>(time) >=
+      std::chrono::duration_cast<seconds>(room) - seconds(1)) {
     return deadline_clock::time_point::max();
   }
   return now + std::chrono::duration_cast<deadline_clock::duration>(time);
@@ -62,19 +63,20 @@ concept element = std::is_trivially_copyable_v<T> && std::is_object_v<T> && !std
 //   5. the CPU never reads or writes the space's memory except through these operations
 //      (so a device memory space runs combine as a kernel, and algorithms stay unchanged).
 template <class M, class T, class Op>
-concept memory_space_for =
-    requires(M& m, std::span<T> dst, std::span<const T> src, const Op& op, int ranks) {
-      { m.combine(dst, src, src, op) };
-      { m.finalize(dst, op, ranks) };
-    };
+concept memory_space_for = requires(M& m, std::span<T> dst, std::span<const T> src, const Op& op,
+                                    int ranks) {
+  {m.combine(dst, src, src, op)};
+  {m.finalize(dst, op, ranks)};
+};
 
 template <class M>
 concept memory_space = requires(M& m, std::span<std::byte> dst, std::span<const std::byte> src,
                                 std::byte* pointer, std::size_t bytes) {
-  { m.copy(dst, src) };
+  {m.copy(dst, src)};
   { m.allocate(bytes) } -> std::same_as<std::byte*>;
-  { m.deallocate(pointer, bytes) };
-} && memory_space_for<M, int, sum>;
+  {m.deallocate(pointer, bytes)};
+}
+&&memory_space_for<M, int, sum>;
 
 // weft::transport<T> — requirements on a transport, in order:
 //   1. T is movable and has a movable `T::request`, the handle of one posted operation;
@@ -97,9 +99,9 @@ concept memory_space = requires(M& m, std::span<std::byte> dst, std::span<const 
 // issued through the transport or its memory space sees the transfer as complete.
 template <class T>
 concept transport = std::movable<T> && std::movable<typename T::request> &&
-                    requires(T& t, const T& ct, int peer, tag_t tag, std::span<const std::byte> out,
-                             std::span<std::byte> in, typename T::request& request,
-                             deadline_clock::time_point deadline) {
+    requires(T& t, const T& ct, int peer, tag_t tag, std::span<const std::byte> out,
+             std::span<std::byte> in, typename T::request& request,
+             deadline_clock::time_point deadline) {
   { ct.rank() } -> std::same_as<int>;
   { ct.size() } -> std::same_as<int>;
   { t.send(peer, out, tag) } -> std::same_as<typename T::request>;
@@ -121,12 +123,11 @@ class reducer;
 // Shared-memory transports can reduce straight from the sender's buffer, saving a pass over
 // memory; the communicator falls back to receive-then-combine for other transports.
 template <class T>
-concept reducing_transport =
-    transport<T> && requires(T& t, int peer, std::span<std::byte> target,
-                             std::span<const std::byte> own, tag_t tag,
-                             const detail::reducer& combine) {
-      { t.recv_reduce(peer, target, own, tag, combine) } -> std::same_as<typename T::request>;
-    };
+concept reducing_transport = transport<T> &&
+    requires(T& t, int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
+             const detail::reducer& combine) {
+  { t.recv_reduce(peer, target, own, tag, combine) } -> std::same_as<typename T::request>;
+};
 
 // weft::collective_transport<T> — an optional refinement for transports whose ranks all reach
 // each other's buffers (the GPUs of one process, weft::cuda::communicators):
@@ -139,12 +140,12 @@ concept reducing_transport =
 //      another's memory (then post_collective throws errc::invalid_argument).
 // weft::fused is the algorithm that uses it.
 template <class T>
-concept collective_transport =
-    transport<T> && requires(T& t, collective kind, std::span<const std::byte> in,
-                             std::span<std::byte> out, const detail::reducer* combine, tag_t tag) {
-      { t.post_collective(kind, in, out, combine, tag) } -> std::same_as<typename T::request>;
-      { t.runs_collectives() } -> std::same_as<bool>;
-    };
+concept collective_transport = transport<T> &&
+    requires(T& t, collective kind, std::span<const std::byte> in, std::span<std::byte> out,
+             const detail::reducer* combine, tag_t tag) {
+  { t.post_collective(kind, in, out, combine, tag) } -> std::same_as<typename T::request>;
+  { t.runs_collectives() } -> std::same_as<bool>;
+};
 
 // A message that arrived at this rank and matched no posted receive yet.
 struct early_message {
@@ -159,10 +160,9 @@ struct early_message {
 //   earlier waits took in. The communicator reads it to tell a message of another call (a
 //   mismatch) from a peer that is only slow.
 template <class T>
-concept early_message_transport =
-    transport<T> && requires(T& t, std::span<early_message> found) {
-      { t.early_messages(found) } -> std::same_as<std::size_t>;
-    };
+concept early_message_transport = transport<T> && requires(T& t, std::span<early_message> found) {
+  { t.early_messages(found) } -> std::same_as<std::size_t>;
+};
 
 // weft::peeking_transport<T> — an optional refinement of transport, for transports that cannot
 // list what arrived early but can look for one message (libfabric's FI_PEEK):

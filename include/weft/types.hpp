@@ -17,8 +17,11 @@ struct bfloat16 {
   std::uint16_t bits = 0;
 
   constexpr bfloat16() = default;
-  WEFT_HOST_DEVICE constexpr bfloat16(float value) : bits(from_float(value)) {}  // NOLINT: implicit like float
-  WEFT_HOST_DEVICE constexpr operator float() const { return detail::bit_cast<float>(std::uint32_t{bits} << 16); }
+  WEFT_HOST_DEVICE constexpr bfloat16(float value)
+      : bits(from_float(value)) {}  // NOLINT: implicit like float
+  WEFT_HOST_DEVICE constexpr operator float() const {
+    return detail::bit_cast<float>(std::uint32_t{bits} << 16);
+  }
 
   static WEFT_HOST_DEVICE constexpr bfloat16 from_bits(std::uint16_t raw) {
     bfloat16 result;
@@ -35,8 +38,12 @@ struct bfloat16 {
     return static_cast<std::uint16_t>((word + rounding) >> 16);
   }
 
-  friend WEFT_HOST_DEVICE constexpr bool operator==(bfloat16 a, bfloat16 b) { return float(a) == float(b); }
-  friend WEFT_HOST_DEVICE constexpr bool operator<(bfloat16 a, bfloat16 b) { return float(a) < float(b); }
+  friend WEFT_HOST_DEVICE constexpr bool operator==(bfloat16 a, bfloat16 b) {
+    return float(a) == float(b);
+  }
+  friend WEFT_HOST_DEVICE constexpr bool operator<(bfloat16 a, bfloat16 b) {
+    return float(a) < float(b);
+  }
 };
 
 // half: IEEE binary16 — 1 sign, 5 exponent, 10 mantissa bits.
@@ -44,7 +51,8 @@ struct half {
   std::uint16_t bits = 0;
 
   constexpr half() = default;
-  WEFT_HOST_DEVICE constexpr half(float value) : bits(from_float(value)) {}  // NOLINT: implicit like float
+  WEFT_HOST_DEVICE constexpr half(float value)
+      : bits(from_float(value)) {}  // NOLINT: implicit like float
   WEFT_HOST_DEVICE constexpr operator float() const { return to_float(bits); }
 
   static WEFT_HOST_DEVICE constexpr half from_bits(std::uint16_t raw) {
@@ -57,14 +65,15 @@ struct half {
     std::uint32_t word = detail::bit_cast<std::uint32_t>(value);
     const auto sign = static_cast<std::uint16_t>((word >> 16) & 0x8000u);
     word &= 0x7fffffffu;
-    if (word >= 0x47800000u) {  // |value| >= 65536, inf or NaN
+    if (word >= 0x47800000u) {                        // |value| >= 65536, inf or NaN
       if (word > 0x7f800000u) return sign | 0x7e00u;  // NaN
-      return sign | 0x7c00u;                         // overflow rounds to infinity
+      return sign | 0x7c00u;                          // overflow rounds to infinity
     }
     if (word < 0x38800000u) {  // below 2^-14: the result is subnormal or zero
       // Adding 0.5 aligns the binary point so the float adder rounds to nearest even for us.
       const float shifted = detail::bit_cast<float>(word) + 0.5f;
-      return sign | static_cast<std::uint16_t>(detail::bit_cast<std::uint32_t>(shifted) - 0x3f000000u);
+      return sign |
+             static_cast<std::uint16_t>(detail::bit_cast<std::uint32_t>(shifted) - 0x3f000000u);
     }
     const std::uint32_t odd = (word >> 13) & 1u;
     word += 0xc8000fffu + odd;  // rebias the exponent (-112 << 23) and round to nearest even

@@ -2,10 +2,10 @@
 // Transports live in their own headers: <weft/transport/inproc.hpp>, ...
 #pragma once
 
+#include "weft/buffer.hpp"
 #include "weft/call.hpp"
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
-#include "weft/buffer.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
 #include "weft/ops.hpp"

@@ -34,7 +34,8 @@
 using namespace std::chrono_literals;
 using environment = weft_test::clean_environment;
 
-TEST_CASE("the tcp store serves set and get, times out, and drops bad clients", "[bootstrap][store]") {
+TEST_CASE("the tcp store serves set and get, times out, and drops bad clients",
+          "[bootstrap][store]") {
   weft::bootstrap::tcp_store_server server("127.0.0.1", 0, "s");
   weft::bootstrap::tcp_store a("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
   weft::bootstrap::tcp_store b("127.0.0.1", server.port(), "s", weft::deadline_clock::now() + 5s);
@@ -87,16 +88,19 @@ TEST_CASE("the store client gives up on an absent store with a timeout", "[boots
   CHECK(std::chrono::steady_clock::now() - start < 3s);
 }
 
-TEST_CASE("a store host that does not resolve is said at once, not waited out", "[bootstrap][store]") {
+TEST_CASE("a store host that does not resolve is said at once, not waited out",
+          "[bootstrap][store]") {
   // .invalid never resolves (RFC 2606). Where the name service answers, that is known at once;
   // where it does not answer at all, the client retries and then says it could not resolve.
   const auto start = std::chrono::steady_clock::now();
   try {
-    weft::bootstrap::tcp_store client("no-such-host.invalid", 29500, "", weft::deadline_clock::now() + 20s);
+    weft::bootstrap::tcp_store client("no-such-host.invalid", 29500, "",
+                                      weft::deadline_clock::now() + 20s);
     FAIL("resolved no-such-host.invalid");
   } catch (const weft::error& failure) {
     INFO(failure.what());
-    CHECK_THAT(failure.what(), Catch::Contains("no-such-host.invalid") && Catch::Contains("resolve"));
+    CHECK_THAT(failure.what(),
+               Catch::Contains("no-such-host.invalid") && Catch::Contains("resolve"));
     if (failure.code() == weft::errc::invalid_argument) {
       CHECK(std::chrono::steady_clock::now() - start < 10s);
     } else {
@@ -109,7 +113,8 @@ namespace {
 
 // claim sets a key only once; a get waiting on the key is answered by the claim. (A store client
 // serves one thread: the waiter has its own.)
-void claims_once(weft::bootstrap::store& first, weft::bootstrap::store& second, weft::bootstrap::store& third) {
+void claims_once(weft::bootstrap::store& first, weft::bootstrap::store& second,
+                 weft::bootstrap::store& third) {
   std::optional<std::string> seen;
   std::thread waiter([&] { seen = third.get("claimed", weft::deadline_clock::now() + 10s); });
   std::this_thread::sleep_for(50ms);
@@ -143,7 +148,8 @@ TEST_CASE("a claim sets a key once, and two processes cannot take one rank", "[b
     claims_once(a, b, c);
   }
   SECTION("file store") {
-    const auto directory = std::filesystem::temp_directory_path() / ("weft-claim-" + std::to_string(::getpid()));
+    const auto directory =
+        std::filesystem::temp_directory_path() / ("weft-claim-" + std::to_string(::getpid()));
     std::filesystem::remove_all(directory);
     {
       weft::bootstrap::file_store a(directory);
@@ -217,14 +223,20 @@ TEST_CASE("bootstrap reads every launcher's variables", "[bootstrap]") {
     CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
   }
   {  // weft-run's pair: both are read (the rendezvous takes the one the program can use)
-    environment set({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "2"}, {"WEFT_STORE", "127.0.0.1:5000"},
-                     {"WEFT_STORE_PATH", "/tmp/meet"}, {"MASTER_ADDR", "10.0.0.9"}});
+    environment set({{"WEFT_RANK", "0"},
+                     {"WEFT_SIZE", "2"},
+                     {"WEFT_STORE", "127.0.0.1:5000"},
+                     {"WEFT_STORE_PATH", "/tmp/meet"},
+                     {"MASTER_ADDR", "10.0.0.9"}});
     auto launch = weft::bootstrap::from_environment();
     CHECK((launch.store == "127.0.0.1:5000" && launch.store_path == "/tmp/meet"));
   }
   {  // a directory given by hand wins over torchrun's address
-    environment set({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"WEFT_STORE_PATH", "/tmp/meet"},
-                     {"MASTER_ADDR", "10.0.0.9"}, {"MASTER_PORT", "29400"}});
+    environment set({{"RANK", "0"},
+                     {"WORLD_SIZE", "2"},
+                     {"WEFT_STORE_PATH", "/tmp/meet"},
+                     {"MASTER_ADDR", "10.0.0.9"},
+                     {"MASTER_PORT", "29400"}});
     auto launch = weft::bootstrap::from_environment();
     CHECK((launch.store.empty() && launch.store_path == "/tmp/meet"));
   }
@@ -259,22 +271,31 @@ TEST_CASE("the job's identity: WEFT_JOB, else the launcher's", "[bootstrap]") {
     const auto launch = weft::bootstrap::from_environment();
     return launch.job + " from " + launch.job_source;
   };
-  CHECK(job_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"PMIX_NAMESPACE", "1950023681"},
+  CHECK(job_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                {"OMPI_COMM_WORLD_SIZE", "1"},
+                {"PMIX_NAMESPACE", "1950023681"},
                 {"OMPI_MCA_ess_base_jobid", "7"}}) == "1950023681 from PMIX_NAMESPACE");
-  CHECK(job_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_MCA_ess_base_jobid", "7"}}) ==
-        "7 from OMPI_MCA_ess_base_jobid");
-  CHECK(job_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"}}) ==
-        "4242.3 from SLURM_JOB_ID.SLURM_STEP_ID");
-  CHECK(job_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "4242"}}) == "4242 from SLURM_JOB_ID");
+  CHECK(job_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                {"OMPI_COMM_WORLD_SIZE", "1"},
+                {"OMPI_MCA_ess_base_jobid", "7"}}) == "7 from OMPI_MCA_ess_base_jobid");
+  CHECK(job_of({{"SLURM_PROCID", "0"},
+                {"SLURM_NTASKS", "1"},
+                {"SLURM_JOB_ID", "4242"},
+                {"SLURM_STEP_ID", "3"}}) == "4242.3 from SLURM_JOB_ID.SLURM_STEP_ID");
+  CHECK(job_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "4242"}}) ==
+        "4242 from SLURM_JOB_ID");
   CHECK(job_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RUN_ID", "train-7"}}) ==
         "train-7 from TORCHELASTIC_RUN_ID");
   CHECK(job_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RUN_ID", "none"}}) == " from ");
   CHECK(job_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}}) == " from ");
   // Another launcher's identity is not this one's; WEFT_JOB wins over the launcher's.
   CHECK(job_of({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "1"}, {"SLURM_JOB_ID", "4242"}}) == " from ");
-  CHECK(job_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "4242"}, {"WEFT_JOB", "mine"}}) ==
-        "mine from WEFT_JOB");
-  environment set({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "1"}, {"WEFT_JOB", std::string(129, 'j').c_str()}});
+  CHECK(job_of({{"SLURM_PROCID", "0"},
+                {"SLURM_NTASKS", "1"},
+                {"SLURM_JOB_ID", "4242"},
+                {"WEFT_JOB", "mine"}}) == "mine from WEFT_JOB");
+  environment set(
+      {{"WEFT_RANK", "0"}, {"WEFT_SIZE", "1"}, {"WEFT_JOB", std::string(129, 'j').c_str()}});
   CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("WEFT_JOB"));
 }
 
@@ -299,7 +320,8 @@ weft::bootstrap::launch job_rank(int rank, const std::string& store, const std::
 
 }  // namespace
 
-TEST_CASE("two jobs at one store: the second job's ranks are refused at once", "[bootstrap][store]") {
+TEST_CASE("two jobs at one store: the second job's ranks are refused at once",
+          "[bootstrap][store]") {
   const std::string store = "127.0.0.1:" + std::to_string(unused_port());
   const auto deadline = [] { return weft::deadline_clock::now() + 20s; };
   weft::bootstrap::rendezvous first(job_rank(0, store, "slurm-1.0"), deadline());
@@ -324,26 +346,30 @@ TEST_CASE("a program without a network store meets through the file store, or sa
           "[bootstrap][store]") {
   // What a program that does not include weft/bootstrap/tcp_meeting.hpp sees.
   struct unplugged {
-    weft::bootstrap::store_opener saved = std::exchange(weft::bootstrap::network_store_opener(), nullptr);
+    weft::bootstrap::store_opener saved =
+        std::exchange(weft::bootstrap::network_store_opener(), nullptr);
     ~unplugged() { weft::bootstrap::network_store_opener() = saved; }
   } without_tcp;
   const std::string store = "127.0.0.1:" + std::to_string(unused_port());
-  CHECK_THROWS_WITH(weft::bootstrap::rendezvous(job_rank(0, store, ""), weft::deadline_clock::now() + 1s),
-                    Catch::Contains("is to meet at the store " + store) &&
-                        Catch::Contains("weft/bootstrap/tcp_meeting.hpp") && Catch::Contains("WEFT_STORE_PATH"));
+  CHECK_THROWS_WITH(
+      weft::bootstrap::rendezvous(job_rank(0, store, ""), weft::deadline_clock::now() + 1s),
+      Catch::Contains("is to meet at the store " + store) &&
+          Catch::Contains("weft/bootstrap/tcp_meeting.hpp") && Catch::Contains("WEFT_STORE_PATH"));
   weft::bootstrap::launch nowhere = job_rank(0, "", "");
   CHECK_THROWS_WITH(weft::bootstrap::rendezvous(nowhere, weft::deadline_clock::now() + 1s),
                     Catch::Contains("has no rendezvous"));
 
   // weft-run names both: the TCP store (not served here) and a directory, which is where it meets.
-  const auto directory = std::filesystem::temp_directory_path() / ("weft-unplugged-" + std::to_string(::getpid()));
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("weft-unplugged-" + std::to_string(::getpid()));
   std::filesystem::remove_all(directory);
   auto both = [&](int rank) {
     auto where = job_rank(rank, store, "");
     where.store_path = directory.string();
     return where;
   };
-  std::optional<weft::bootstrap::rendezvous> zero(std::in_place, both(0), weft::deadline_clock::now() + 5s);
+  std::optional<weft::bootstrap::rendezvous> zero(std::in_place, both(0),
+                                                  weft::deadline_clock::now() + 5s);
   weft::bootstrap::rendezvous one(both(1), weft::deadline_clock::now() + 5s);
   CHECK(zero->get()->describe() == "file store in " + (directory / "job").string());
   CHECK(one.secret() == zero->secret());
@@ -352,7 +378,8 @@ TEST_CASE("a program without a network store meets through the file store, or sa
   std::filesystem::remove_all(directory);
 }
 
-TEST_CASE("the TCP store, when plugged in, is the meeting point at an address", "[bootstrap][store]") {
+TEST_CASE("the TCP store, when plugged in, is the meeting point at an address",
+          "[bootstrap][store]") {
   const std::string store = "127.0.0.1:" + std::to_string(unused_port());
   auto where = [&](int rank) {
     auto launch = job_rank(rank, store, "");
@@ -367,7 +394,8 @@ TEST_CASE("the TCP store, when plugged in, is the meeting point at an address", 
 }
 
 TEST_CASE("two jobs in one store directory meet apart", "[bootstrap][store]") {
-  const auto directory = std::filesystem::temp_directory_path() / ("weft-jobs-" + std::to_string(::getpid()));
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("weft-jobs-" + std::to_string(::getpid()));
   auto where = [&](int rank, const std::string& job) {
     auto launch = job_rank(rank, "", job);
     launch.store_path = directory.string();
@@ -377,8 +405,9 @@ TEST_CASE("two jobs in one store directory meet apart", "[bootstrap][store]") {
     weft::bootstrap::rendezvous first(where(0, "4242.0"), weft::deadline_clock::now() + 5s);
     CHECK(std::filesystem::is_directory(directory / "job-4242.0"));
     // Another job's rank 1 does not read the first job's secret: it waits for its own rank 0.
-    CHECK_THROWS_WITH(weft::bootstrap::rendezvous(where(1, "4343.0"), weft::deadline_clock::now() + 300ms),
-                      Catch::Contains("timed out"));
+    CHECK_THROWS_WITH(
+        weft::bootstrap::rendezvous(where(1, "4343.0"), weft::deadline_clock::now() + 300ms),
+        Catch::Contains("timed out"));
     weft::bootstrap::rendezvous second(where(1, "4242.0"), weft::deadline_clock::now() + 5s);
     CHECK(second.secret() == first.secret());
     // An identity that is no file name still gets a directory of its own, inside the store's.
@@ -417,7 +446,8 @@ weft::bootstrap::launch file_rank(int rank, const std::filesystem::path& directo
 }  // namespace
 
 TEST_CASE("the file store keeps its files to their owner", "[bootstrap][store]") {
-  const auto directory = std::filesystem::temp_directory_path() / ("weft-private-" + std::to_string(::getpid()));
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("weft-private-" + std::to_string(::getpid()));
   std::filesystem::remove_all(directory);
   {
     weft::bootstrap::file_store files(directory / "job");
@@ -430,13 +460,18 @@ TEST_CASE("the file store keeps its files to their owner", "[bootstrap][store]")
   std::filesystem::remove_all(directory);
 }
 
-TEST_CASE("a job that meets through a directory removes it at a normal end, and a finished job's "
-          "directory is taken over",
-          "[bootstrap][store]") {
-  const auto directory = std::filesystem::temp_directory_path() / ("weft-job-life-" + std::to_string(::getpid()));
+TEST_CASE(
+    "a job that meets through a directory removes it at a normal end, and a finished job's "
+    "directory is taken over",
+    "[bootstrap][store]") {
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("weft-job-life-" + std::to_string(::getpid()));
   std::filesystem::remove_all(directory);
   const auto job = directory / "job";  // WEFT_STORE_PATH without an identity
-  auto meet = [&](int rank) { return weft::bootstrap::rendezvous(file_rank(rank, directory), weft::deadline_clock::now() + 10s); };
+  auto meet = [&](int rank) {
+    return weft::bootstrap::rendezvous(file_rank(rank, directory),
+                                       weft::deadline_clock::now() + 10s);
+  };
 
   SECTION("the last rank to leave removes the job's directory, not WEFT_STORE_PATH") {
     for (int run = 0; run < 2; ++run) {  // the same directory twice: the second job starts clean
@@ -454,7 +489,9 @@ TEST_CASE("a job that meets through a directory removes it at a normal end, and 
       CHECK(std::filesystem::is_directory(directory));
     }
   }
-  SECTION("a directory left by a job whose rank 0 ended is taken over; rank 1 waits for the new rank 0") {
+  SECTION(
+      "a directory left by a job whose rank 0 ended is taken over; rank 1 waits for the new rank "
+      "0") {
     {
       weft::bootstrap::file_store left(job);
       left.set("weft/opened", ended_process());
@@ -469,13 +506,15 @@ TEST_CASE("a job that meets through a directory removes it at a normal end, and 
     CHECK(zero.secret() != "stale-secret");
     CHECK(one->secret() == zero.secret());
     weft::bootstrap::file_store files(job);
-    CHECK(files.claim("weft/tcp-rank/0", weft::bootstrap::this_process()) == weft::bootstrap::this_process());
+    CHECK(files.claim("weft/tcp-rank/0", weft::bootstrap::this_process()) ==
+          weft::bootstrap::this_process());
   }
   SECTION("a directory a running job holds is refused, naming it") {
     {
       weft::bootstrap::file_store held(job);
       const std::string mine = weft::bootstrap::this_process();
-      held.set("weft/opened", mine.substr(0, mine.rfind(" pid ")) + " pid " + std::to_string(::getppid()));
+      held.set("weft/opened",
+               mine.substr(0, mine.rfind(" pid ")) + " pid " + std::to_string(::getppid()));
     }
     CHECK_THROWS_WITH(meet(0), Catch::Contains("in use by a running job") &&
                                    Catch::Contains("pid " + std::to_string(::getppid())));
@@ -485,7 +524,8 @@ TEST_CASE("a job that meets through a directory removes it at a normal end, and 
       weft::bootstrap::file_store held(job);
       held.set("weft/opened", "some-other-host pid 1");
     }
-    CHECK_THROWS_WITH(meet(0), Catch::Contains("another host") && Catch::Contains("remove the directory"));
+    CHECK_THROWS_WITH(meet(0),
+                      Catch::Contains("another host") && Catch::Contains("remove the directory"));
   }
   std::filesystem::remove_all(directory);
 }
@@ -556,17 +596,21 @@ class breaking_store {
 // The rank a watch reports lost within 5 s, -1 when none.
 int heard_lost(const weft::bootstrap::failure_watch& watch) {
   const auto until = std::chrono::steady_clock::now() + 5s;
-  while (watch.lost() < 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  while (watch.lost() < 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
   return watch.lost();
 }
 
 }  // namespace
 
-TEST_CASE("a store that closes in order tells its waiting ranks, which do not take it for a failure",
-          "[bootstrap][store]") {
+TEST_CASE(
+    "a store that closes in order tells its waiting ranks, which do not take it for a failure",
+    "[bootstrap][store]") {
   auto server = std::make_unique<weft::bootstrap::tcp_store_server>("127.0.0.1", 0, "s");
-  weft::bootstrap::tcp_store waiting("127.0.0.1", server->port(), "s", weft::deadline_clock::now() + 5s);
-  weft::bootstrap::tcp_store meeting("127.0.0.1", server->port(), "s", weft::deadline_clock::now() + 5s);
+  weft::bootstrap::tcp_store waiting("127.0.0.1", server->port(), "s",
+                                     weft::deadline_clock::now() + 5s);
+  weft::bootstrap::tcp_store meeting("127.0.0.1", server->port(), "s",
+                                     weft::deadline_clock::now() + 5s);
   // Rank 1 of a job whose store rank 0 serves, and rank 0 of a node-local tier that rank 0 is
   // not part of (it would otherwise name its own rank 0).
   weft::bootstrap::failure_watch job(meeting, "job", 1, 0);
@@ -593,14 +637,19 @@ TEST_CASE("a store that closes in order tells its waiting ranks, which do not ta
   CHECK(local.lost() == -1);
 }
 
-TEST_CASE("a store that breaks is rank 0 lost, named as the watching transport numbers it", "[bootstrap][store]") {
+TEST_CASE("a store that breaks is rank 0 lost, named as the watching transport numbers it",
+          "[bootstrap][store]") {
   breaking_store broken;
-  auto connect = [&] { return weft::bootstrap::tcp_store("127.0.0.1", broken.port(), "s", weft::deadline_clock::now() + 5s); };
+  auto connect = [&] {
+    return weft::bootstrap::tcp_store("127.0.0.1", broken.port(), "s",
+                                      weft::deadline_clock::now() + 5s);
+  };
   SECTION("the job's transport: rank 0") {
     auto meeting = connect();
     weft::bootstrap::failure_watch watch(meeting, "job", 1, 0);
     CHECK(heard_lost(watch) == 0);
-    CHECK_THAT(watch.why(), Catch::Contains("went away") && Catch::Contains("rank 0 exited, crashed or was killed"));
+    CHECK_THAT(watch.why(), Catch::Contains("went away") &&
+                                Catch::Contains("rank 0 exited, crashed or was killed"));
   }
   SECTION("a node-local tier where the job's rank 0 is its rank 2") {
     auto meeting = connect();

@@ -1,6 +1,6 @@
 // weft::cuda::communicators on a GPU: one host thread issues each collective on every rank in
-// turn (NCCL's single-process loop), then synchronizes; every collective x algorithm for 1-5 ranks sharing
-// the visible GPUs, every element type and reduction on allreduce, results bitwise equal on
+// turn (NCCL's single-process loop), then synchronizes; every collective x algorithm for 1-5 ranks
+// sharing the visible GPUs, every element type and reduction on allreduce, results bitwise equal on
 // every rank and to a host reference; a rank that never issues its call (synchronize's timeout
 // names it) and abort. Skipped (exit 77) without a GPU.
 #include "checks.hpp"
@@ -30,16 +30,20 @@ struct device_vector {
   }
   ~device_vector() { cudaFree(data); }
   device_vector(const device_vector&) = delete;
-  device_vector(device_vector&& other) noexcept : data(other.data), count(other.count) { other.data = nullptr; }
+  device_vector(device_vector&& other) noexcept : data(other.data), count(other.count) {
+    other.data = nullptr;
+  }
   void put(const std::vector<T>& host) {
-    weft::cuda::check(cudaMemcpy(data, host.data(), count * sizeof(T), cudaMemcpyHostToDevice), "to device");
+    weft::cuda::check(cudaMemcpy(data, host.data(), count * sizeof(T), cudaMemcpyHostToDevice),
+                      "to device");
     // The communicators' own streams are non-blocking: they do not wait for the legacy stream, and
     // a copy from pageable memory may return before its data has landed.
     weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   std::vector<T> get() const {
     std::vector<T> host(count);
-    weft::cuda::check(cudaMemcpy(host.data(), data, count * sizeof(T), cudaMemcpyDeviceToHost), "to host");
+    weft::cuda::check(cudaMemcpy(host.data(), data, count * sizeof(T), cudaMemcpyDeviceToHost),
+                      "to host");
     return host;
   }
   std::span<T> span() { return {data, count}; }
@@ -76,8 +80,8 @@ void allreduce_case(int p, std::size_t count, Op op, const char* op_name, bool f
     send.back().put(mine);
   }
   for (int r = 0; r < p; ++r) {
-    weft::allreduce(gpus[r], send[static_cast<std::size_t>(r)].const_span(), recv[static_cast<std::size_t>(r)].span(),
-                    op, Algorithm{});
+    weft::allreduce(gpus[r], send[static_cast<std::size_t>(r)].const_span(),
+                    recv[static_cast<std::size_t>(r)].span(), op, Algorithm{});
   }
   gpus.synchronize(20s);
   std::vector<T> want(count);
@@ -86,9 +90,12 @@ void allreduce_case(int p, std::size_t count, Op op, const char* op_name, bool f
     for (int q = 1; q < p; ++q) v = static_cast<T>(op(v, value_for<T>(q, i, factors)));
     want[i] = weft::finalize(op, v, p);
   }
-  const std::string what = "allreduce " + std::string(Algorithm::name) + " " + type_name<T>() + " " + op_name +
-                           " p=" + std::to_string(p) + " count=" + std::to_string(count);
-  for (int r = 0; r < p; ++r) GPU_CHECK(same(recv[static_cast<std::size_t>(r)].get(), want), what + " rank " + std::to_string(r));
+  const std::string what = "allreduce " + std::string(Algorithm::name) + " " + type_name<T>() +
+                           " " + op_name + " p=" + std::to_string(p) +
+                           " count=" + std::to_string(count);
+  for (int r = 0; r < p; ++r)
+    GPU_CHECK(same(recv[static_cast<std::size_t>(r)].get(), want),
+              what + " rank " + std::to_string(r));
 }
 
 // fused in place, over several shares (a share is at least 1 MiB), issued from one thread.
@@ -102,7 +109,9 @@ void fused_in_place(int p, std::size_t count) {
     data.back().put(mine);
   }
   std::vector<weft::report> reports;
-  for (int r = 0; r < p; ++r) reports.push_back(weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(), weft::sum{}, weft::fused{}));
+  for (int r = 0; r < p; ++r)
+    reports.push_back(weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(),
+                                      weft::sum{}, weft::fused{}));
   gpus.synchronize(20s);
   std::vector<float> want(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -110,10 +119,13 @@ void fused_in_place(int p, std::size_t count) {
     for (int q = 1; q < p; ++q) v += value_for<float>(q, i, false);
     want[i] = v;
   }
-  const std::string what = "fused in place p=" + std::to_string(p) + " count=" + std::to_string(count);
+  const std::string what =
+      "fused in place p=" + std::to_string(p) + " count=" + std::to_string(count);
   for (int r = 0; r < p; ++r) {
-    GPU_CHECK(reports[static_cast<std::size_t>(r)].algorithm == "fused", what + ": the report names it");
-    GPU_CHECK(same(data[static_cast<std::size_t>(r)].get(), want), what + " rank " + std::to_string(r));
+    GPU_CHECK(reports[static_cast<std::size_t>(r)].algorithm == "fused",
+              what + ": the report names it");
+    GPU_CHECK(same(data[static_cast<std::size_t>(r)].get(), want),
+              what + " rank " + std::to_string(r));
   }
 }
 
@@ -150,8 +162,8 @@ void other_collectives(int p, std::size_t count) {
     return v;
   };
   auto label = [&](const char* what, std::string_view algorithm) {
-    return std::string(what) + " " + std::string(algorithm) + " " + type_name<T>() + " p=" + std::to_string(p) +
-           " count=" + std::to_string(count);
+    return std::string(what) + " " + std::string(algorithm) + " " + type_name<T>() +
+           " p=" + std::to_string(p) + " count=" + std::to_string(count);
   };
   // allgather: rank r's block at r
   auto run_allgather = [&](auto algorithm) {
@@ -162,14 +174,17 @@ void other_collectives(int p, std::size_t count) {
       out.emplace_back(gpus.device(r), count * P);
       in.back().put(mine_of(r));
     }
-    for (int r = 0; r < p; ++r) weft::allgather(gpus[r], in[static_cast<std::size_t>(r)].const_span(), out[static_cast<std::size_t>(r)].span(), A{});
+    for (int r = 0; r < p; ++r)
+      weft::allgather(gpus[r], in[static_cast<std::size_t>(r)].const_span(),
+                      out[static_cast<std::size_t>(r)].span(), A{});
     gpus.synchronize(20s);
     std::vector<T> want;
     for (int r = 0; r < p; ++r) {
       auto m = mine_of(r);
       want.insert(want.end(), m.begin(), m.end());
     }
-    for (int r = 0; r < p; ++r) GPU_CHECK(same(out[static_cast<std::size_t>(r)].get(), want), label("allgather", A::name));
+    for (int r = 0; r < p; ++r)
+      GPU_CHECK(same(out[static_cast<std::size_t>(r)].get(), want), label("allgather", A::name));
   };
   run_allgather(weft::ring{});
   run_allgather(weft::recursive_doubling{});
@@ -185,9 +200,12 @@ void other_collectives(int p, std::size_t count) {
       data.emplace_back(gpus.device(r), count);
       data.back().put(mine_of(r));
     }
-    for (int r = 0; r < p; ++r) weft::broadcast(gpus[r], data[static_cast<std::size_t>(r)].span(), p - 1, A{});
+    for (int r = 0; r < p; ++r)
+      weft::broadcast(gpus[r], data[static_cast<std::size_t>(r)].span(), p - 1, A{});
     gpus.synchronize(20s);
-    for (int r = 0; r < p; ++r) GPU_CHECK(same(data[static_cast<std::size_t>(r)].get(), mine_of(p - 1)), label("broadcast", A::name));
+    for (int r = 0; r < p; ++r)
+      GPU_CHECK(same(data[static_cast<std::size_t>(r)].get(), mine_of(p - 1)),
+                label("broadcast", A::name));
   };
   run_broadcast(weft::binomial_tree{});
   run_broadcast(weft::ring{});
@@ -208,18 +226,20 @@ void other_collectives(int p, std::size_t count) {
       all.back().put(full_of(r));
     }
     for (int r = 0; r < p; ++r) {
-      weft::reduce_scatter(gpus[r], all[static_cast<std::size_t>(r)].const_span(), block[static_cast<std::size_t>(r)].span(),
-                           weft::sum{}, A{});
+      weft::reduce_scatter(gpus[r], all[static_cast<std::size_t>(r)].const_span(),
+                           block[static_cast<std::size_t>(r)].span(), weft::sum{}, A{});
     }
     gpus.synchronize(20s);
     for (int r = 0; r < p; ++r) {
       std::vector<T> want(count);
       for (std::size_t i = 0; i < count; ++i) {
         T v = value_for<T>(0, static_cast<std::size_t>(r) * count + i, false);
-        for (int q = 1; q < p; ++q) v = static_cast<T>(v + value_for<T>(q, static_cast<std::size_t>(r) * count + i, false));
+        for (int q = 1; q < p; ++q)
+          v = static_cast<T>(v + value_for<T>(q, static_cast<std::size_t>(r) * count + i, false));
         want[i] = v;
       }
-      GPU_CHECK(same(block[static_cast<std::size_t>(r)].get(), want), label("reduce_scatter", A::name));
+      GPU_CHECK(same(block[static_cast<std::size_t>(r)].get(), want),
+                label("reduce_scatter", A::name));
     }
   };
   run_reduce_scatter(weft::ring{});
@@ -241,7 +261,9 @@ void other_collectives(int p, std::size_t count) {
       out.emplace_back(gpus.device(r), count * P);
       in.back().put(blocks_of(r));
     }
-    for (int r = 0; r < p; ++r) weft::alltoall(gpus[r], in[static_cast<std::size_t>(r)].const_span(), out[static_cast<std::size_t>(r)].span(), A{});
+    for (int r = 0; r < p; ++r)
+      weft::alltoall(gpus[r], in[static_cast<std::size_t>(r)].const_span(),
+                     out[static_cast<std::size_t>(r)].span(), A{});
     gpus.synchronize(20s);
     std::vector<std::vector<T>> sent;
     for (int q = 0; q < p; ++q) sent.push_back(blocks_of(q));
@@ -249,8 +271,10 @@ void other_collectives(int p, std::size_t count) {
       std::vector<T> want;
       for (int q = 0; q < p; ++q) {
         const auto& b = sent[static_cast<std::size_t>(q)];
-        want.insert(want.end(), b.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * count),
-                    b.begin() + static_cast<std::ptrdiff_t>((static_cast<std::size_t>(r) + 1) * count));
+        want.insert(
+            want.end(),
+            b.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * count),
+            b.begin() + static_cast<std::ptrdiff_t>((static_cast<std::size_t>(r) + 1) * count));
       }
       GPU_CHECK(same(out[static_cast<std::size_t>(r)].get(), want), label("alltoall", A::name));
     }
@@ -268,7 +292,8 @@ void never_issued(int missing, const std::string& expected) {
   std::vector<device_vector<float>> data;
   for (int r = 0; r < 3; ++r) data.emplace_back(gpus.device(r), 4096);
   for (int r = 0; r < 3; ++r) {
-    if (r != missing) weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(), weft::sum{}, Algorithm{});
+    if (r != missing)
+      weft::allreduce(gpus[r], data[static_cast<std::size_t>(r)].span(), weft::sum{}, Algorithm{});
   }
   std::string said;
   try {
@@ -288,7 +313,8 @@ void never_issued(int missing, const std::string& expected) {
     } catch (const weft::error& failure) {
       after = failure.what();
     }
-    GPU_CHECK(after.find(reason) != std::string::npos, "after abort, rank " + std::to_string(r) + ": " + after);
+    GPU_CHECK(after.find(reason) != std::string::npos,
+              "after abort, rank " + std::to_string(r) + ": " + after);
   }
 }
 
@@ -316,27 +342,36 @@ int main() {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());
     return 77;
   }
-  group("a rank that never issues its call, then abort", [] { never_issued<weft::ring>(2, "waits for rank 2 to send"); });
-  group("fused: a rank that never issues its part, then abort",
-        [] { never_issued<weft::fused>(1, "waits for rank(s) 1 to issue allreduce (algorithm fused)"); });
+  group("a rank that never issues its call, then abort",
+        [] { never_issued<weft::ring>(2, "waits for rank 2 to send"); });
+  group("fused: a rank that never issues its part, then abort", [] {
+    never_issued<weft::fused>(1, "waits for rank(s) 1 to issue allreduce (algorithm fused)");
+  });
   group("fused in place over several shares", [] {
     for (int p : {2, 3, 5}) fused_in_place(p, (std::size_t{3} << 20) + 5);
   });
   for (int p = 1; p <= 5; ++p) {
-    for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{(1 << 20) + 3}}) {
-      group("allreduce, every algorithm, p=" + std::to_string(p) + " count=" + std::to_string(count), [&] {
-        allreduce_case<float, weft::sum, weft::ring>(p, count, weft::sum{}, "sum", false);
-        allreduce_case<float, weft::sum, weft::double_binary_tree>(p, count, weft::sum{}, "sum", false);
-        allreduce_case<float, weft::sum, weft::recursive_doubling>(p, count, weft::sum{}, "sum", false);
-        allreduce_case<float, weft::sum, weft::recursive_halving>(p, count, weft::sum{}, "sum", false);
-        allreduce_case<float, weft::sum, weft::direct>(p, count, weft::sum{}, "sum", false);
-        allreduce_case<float, weft::sum, weft::fused>(p, count, weft::sum{}, "sum", false);
-        allreduce_case<float, weft::sum, weft::automatic>(p, count, weft::sum{}, "sum", false);
-      });
-      group("the other collectives, p=" + std::to_string(p) + " count=" + std::to_string(count), [&] {
-        other_collectives<std::int32_t>(p, count);
-        other_collectives<float>(p, count);
-      });
+    for (const std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{(1 << 20) + 3}}) {
+      group(
+          "allreduce, every algorithm, p=" + std::to_string(p) + " count=" + std::to_string(count),
+          [&] {
+            allreduce_case<float, weft::sum, weft::ring>(p, count, weft::sum{}, "sum", false);
+            allreduce_case<float, weft::sum, weft::double_binary_tree>(p, count, weft::sum{}, "sum",
+                                                                       false);
+            allreduce_case<float, weft::sum, weft::recursive_doubling>(p, count, weft::sum{}, "sum",
+                                                                       false);
+            allreduce_case<float, weft::sum, weft::recursive_halving>(p, count, weft::sum{}, "sum",
+                                                                      false);
+            allreduce_case<float, weft::sum, weft::direct>(p, count, weft::sum{}, "sum", false);
+            allreduce_case<float, weft::sum, weft::fused>(p, count, weft::sum{}, "sum", false);
+            allreduce_case<float, weft::sum, weft::automatic>(p, count, weft::sum{}, "sum", false);
+          });
+      group("the other collectives, p=" + std::to_string(p) + " count=" + std::to_string(count),
+            [&] {
+              other_collectives<std::int32_t>(p, count);
+              other_collectives<float>(p, count);
+            });
     }
   }
   for (int p : {2, 4}) {

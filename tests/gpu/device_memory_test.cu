@@ -31,13 +31,17 @@ struct device_buffer {
 
 template <class T>
 void put(T* device, const std::vector<T>& host) {
-  weft::cuda::check(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "to device");
-  weft::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // landed before any stream reads it
+  weft::cuda::check(
+      cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+      "to device");
+  weft::cuda::check(cudaDeviceSynchronize(),
+                    "cudaDeviceSynchronize");  // landed before any stream reads it
 }
 template <class T>
 std::vector<T> take(const T* device, std::size_t count) {
   std::vector<T> host(count);
-  weft::cuda::check(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost), "to host");
+  weft::cuda::check(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost),
+                    "to host");
   return host;
 }
 
@@ -67,7 +71,8 @@ void compare(weft::cuda::device_memory& memory, const Op& op, const char* op_nam
                        std::span<const T>(db.at(offset), count), op);
         weft::cuda::check(cudaStreamSynchronize(memory.stream()), "cudaStreamSynchronize");
         const std::string what = type_name<T>() + " " + op_name + ", " + std::to_string(count) +
-                                 " elements" + (offset ? ", unaligned" : "") + (in_place ? ", in place" : "");
+                                 " elements" + (offset ? ", unaligned" : "") +
+                                 (in_place ? ", in place" : "");
         GPU_CHECK(differing(expected, take(out, count)) == 0, what);
         if constexpr (weft::has_finalize_v<Op, T>) {
           host.finalize(std::span<T>(expected), op, 3);
@@ -99,12 +104,18 @@ void copy_and_allocate(weft::cuda::device_memory& memory) {
   const auto bytes = operands<std::uint8_t>(1 << 20, 9);
   std::byte* from = memory.allocate(bytes.size());
   std::byte* to = memory.allocate(bytes.size());
-  GPU_CHECK(reinterpret_cast<std::uintptr_t>(from) % 64 == 0 && reinterpret_cast<std::uintptr_t>(to) % 64 == 0,
+  GPU_CHECK(reinterpret_cast<std::uintptr_t>(from) % 64 == 0 &&
+                reinterpret_cast<std::uintptr_t>(to) % 64 == 0,
             "scratch is 64-byte aligned");
-  weft::cuda::check(cudaMemcpyAsync(from, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, memory.stream()), "to device");
-  memory.copy(std::span<std::byte>(to, bytes.size()), std::span<const std::byte>(from, bytes.size()));
+  weft::cuda::check(
+      cudaMemcpyAsync(from, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, memory.stream()),
+      "to device");
+  memory.copy(std::span<std::byte>(to, bytes.size()),
+              std::span<const std::byte>(from, bytes.size()));
   std::vector<std::uint8_t> back(bytes.size());
-  weft::cuda::check(cudaMemcpyAsync(back.data(), to, back.size(), cudaMemcpyDeviceToHost, memory.stream()), "to host");
+  weft::cuda::check(
+      cudaMemcpyAsync(back.data(), to, back.size(), cudaMemcpyDeviceToHost, memory.stream()),
+      "to host");
   memory.deallocate(from, bytes.size());
   memory.deallocate(to, bytes.size());
   weft::cuda::check(cudaStreamSynchronize(memory.stream()), "cudaStreamSynchronize");

@@ -50,17 +50,21 @@ struct buffer {
     }
   }
   ~buffer() {
-    if (in_pool) weft::cuda::deallocate(*comm, data, count == 0 ? 1 : count);
-    else cudaFree(data);
+    if (in_pool)
+      weft::cuda::deallocate(*comm, data, count == 0 ? 1 : count);
+    else
+      cudaFree(data);
   }
   buffer(const buffer&) = delete;
   std::span<T> span() { return {data, count}; }
   void upload(const std::vector<T>& host) {
-    weft::cuda::check(cudaMemcpy(data, host.data(), count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    weft::cuda::check(cudaMemcpy(data, host.data(), count * sizeof(T), cudaMemcpyHostToDevice),
+                      "upload");
   }
   std::vector<T> download() {
     std::vector<T> host(count);
-    weft::cuda::check(cudaMemcpy(host.data(), data, count * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    weft::cuda::check(cudaMemcpy(host.data(), data, count * sizeof(T), cudaMemcpyDeviceToHost),
+                      "download");
     return host;
   }
   comm_type* comm;
@@ -74,15 +78,17 @@ void expect_equal(const std::vector<T>& got, const std::vector<T>& want, const s
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (!weft_gpu_test::same_bits(got[i], want[i])) {
       ++failures;
-      std::cout << "FAIL " << what << " " << weft_gpu_test::type_name<T>() << ": element " << i << " is "
-                << static_cast<double>(got[i]) << ", not " << static_cast<double>(want[i]) << std::endl;
+      std::cout << "FAIL " << what << " " << weft_gpu_test::type_name<T>() << ": element " << i
+                << " is " << static_cast<double>(got[i]) << ", not " << static_cast<double>(want[i])
+                << std::endl;
       return;
     }
   }
 }
 
 template <class T, class Op, class Algorithm>
-void allreduce_case(comm_type& comm, std::size_t count, bool pooled, Op op, bool factors, const char* name) {
+void allreduce_case(comm_type& comm, std::size_t count, bool pooled, Op op, bool factors,
+                    const char* name) {
   const int p = comm.size();
   buffer<T> data(comm, count, pooled);
   std::vector<T> mine(count), want(count);
@@ -95,8 +101,9 @@ void allreduce_case(comm_type& comm, std::size_t count, bool pooled, Op op, bool
   data.upload(mine);
   weft::allreduce(comm, data.span(), op, Algorithm{});
   weft::cuda::synchronize(comm, 60s);
-  expect_equal(data.download(), want, std::string("allreduce ") + std::string(Algorithm::name) + " " + name + " count " +
-                                          std::to_string(count) + (pooled ? " (pool)" : " (staged)"));
+  expect_equal(data.download(), want,
+               std::string("allreduce ") + std::string(Algorithm::name) + " " + name + " count " +
+                   std::to_string(count) + (pooled ? " (pool)" : " (staged)"));
 }
 
 template <class T, class Gather = weft::ring>
@@ -109,7 +116,8 @@ void movement_cases(comm_type& comm, std::size_t count, bool pooled) {
     std::vector<T> host(count), want(count * up);
     for (std::size_t i = 0; i < count; ++i) host[i] = value_for<T>(comm.rank(), i, false);
     for (int r = 0; r < p; ++r)
-      for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(r) * count + i] = value_for<T>(r, i, false);
+      for (std::size_t i = 0; i < count; ++i)
+        want[static_cast<std::size_t>(r) * count + i] = value_for<T>(r, i, false);
     mine.upload(host);
     weft::allgather(comm, std::span<const T>(mine.span()), all.span(), Gather{});
     weft::cuda::synchronize(comm, 60s);
@@ -121,7 +129,8 @@ void movement_cases(comm_type& comm, std::size_t count, bool pooled) {
     for (std::size_t i = 0; i < count * up; ++i) host[i] = value_for<T>(comm.rank(), i, false);
     for (std::size_t i = 0; i < count; ++i) {
       T sum = 0;
-      for (int r = 0; r < p; ++r) sum = sum + value_for<T>(r, static_cast<std::size_t>(comm.rank()) * count + i, false);
+      for (int r = 0; r < p; ++r)
+        sum = sum + value_for<T>(r, static_cast<std::size_t>(comm.rank()) * count + i, false);
       want[i] = sum;
     }
     all.upload(host);
@@ -146,8 +155,10 @@ void movement_cases(comm_type& comm, std::size_t count, bool pooled) {
     std::vector<T> host(count * up), want(count * up);
     for (int to = 0; to < p; ++to)
       for (std::size_t i = 0; i < count; ++i) {
-        host[static_cast<std::size_t>(to) * count + i] = value_for<T>(comm.rank() * p + to, i, false);
-        want[static_cast<std::size_t>(to) * count + i] = value_for<T>(to * p + comm.rank(), i, false);
+        host[static_cast<std::size_t>(to) * count + i] =
+            value_for<T>(comm.rank() * p + to, i, false);
+        want[static_cast<std::size_t>(to) * count + i] =
+            value_for<T>(to * p + comm.rank(), i, false);
       }
     in.upload(host);
     weft::alltoall(comm, std::span<const T>(in.span()), out.span(), weft::pairwise{});
@@ -159,9 +170,12 @@ void movement_cases(comm_type& comm, std::size_t count, bool pooled) {
 template <class T>
 void type_cases(comm_type& comm, std::size_t count, bool pooled) {
   allreduce_case<T, weft::sum, weft::ring>(comm, count, pooled, weft::sum{}, false, "sum");
-  allreduce_case<T, weft::prod, weft::recursive_halving>(comm, count, pooled, weft::prod{}, true, "prod");
-  allreduce_case<T, weft::min, weft::double_binary_tree>(comm, count, pooled, weft::min{}, false, "min");
-  allreduce_case<T, weft::max, weft::recursive_doubling>(comm, count, pooled, weft::max{}, false, "max");
+  allreduce_case<T, weft::prod, weft::recursive_halving>(comm, count, pooled, weft::prod{}, true,
+                                                         "prod");
+  allreduce_case<T, weft::min, weft::double_binary_tree>(comm, count, pooled, weft::min{}, false,
+                                                         "min");
+  allreduce_case<T, weft::max, weft::recursive_doubling>(comm, count, pooled, weft::max{}, false,
+                                                         "max");
   allreduce_case<T, weft::sum, weft::direct>(comm, count, pooled, weft::sum{}, false, "sum");
   allreduce_case<T, weft::sum, weft::automatic>(comm, count, pooled, weft::sum{}, false, "sum");
   allreduce_case<T, weft::sum, weft::fused>(comm, count, pooled, weft::sum{}, false, "sum");
@@ -176,11 +190,13 @@ void every_op(comm_type& comm, bool pooled) {
   allreduce_case<T, weft::sum, weft::fused>(comm, 1003, pooled, weft::sum{}, false, "sum");
   allreduce_case<T, weft::prod, weft::ring>(comm, 1003, pooled, weft::prod{}, true, "prod");
   allreduce_case<T, weft::min, weft::fused>(comm, 1003, pooled, weft::min{}, false, "min");
-  allreduce_case<T, weft::max, weft::recursive_halving>(comm, 1003, pooled, weft::max{}, false, "max");
+  allreduce_case<T, weft::max, weft::recursive_halving>(comm, 1003, pooled, weft::max{}, false,
+                                                        "max");
   if constexpr (std::is_integral_v<T>) {
     allreduce_case<T, weft::band, weft::ring>(comm, 1003, pooled, weft::band{}, false, "band");
     allreduce_case<T, weft::bor, weft::fused>(comm, 1003, pooled, weft::bor{}, false, "bor");
-    allreduce_case<T, weft::bxor, weft::double_binary_tree>(comm, 1003, pooled, weft::bxor{}, false, "bxor");
+    allreduce_case<T, weft::bxor, weft::double_binary_tree>(comm, 1003, pooled, weft::bxor{}, false,
+                                                            "bxor");
   } else {
     allreduce_case<T, weft::avg, weft::ring>(comm, 1003, pooled, weft::avg{}, false, "avg");
     allreduce_case<T, weft::avg, weft::fused>(comm, 1003, pooled, weft::avg{}, false, "avg");
@@ -203,7 +219,8 @@ int slice(weft::cuda::session& job) {
     every_op<weft::half>(comm, pooled);
     every_op<weft::bfloat16>(comm, pooled);
   }
-  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1003}, std::size_t{1} << 20}) {
+  for (const std::size_t count :
+       {std::size_t{0}, std::size_t{1}, std::size_t{1003}, std::size_t{1} << 20}) {
     for (const bool pooled : {true, false}) {
       type_cases<float>(comm, count, pooled);
       type_cases<std::int32_t>(comm, count, pooled);
@@ -214,7 +231,8 @@ int slice(weft::cuda::session& job) {
     std::cout << "slice failed: " << failures << " case(s)" << std::endl;
     return 1;
   }
-  std::cout << "slice ok on " << comm.size() << " ranks over " << job.endpoint().describe() << std::endl;
+  std::cout << "slice ok on " << comm.size() << " ranks over " << job.endpoint().describe()
+            << std::endl;
   return 0;
 }
 
@@ -234,10 +252,13 @@ int killed(weft::cuda::session& job, int victim) {
       weft::cuda::synchronize(comm, 30s);
     }
   } catch (const weft::error& failure) {
-    const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - 0.5;
-    const bool named = std::string(failure.what()).find("rank " + std::to_string(victim)) != std::string::npos;
-    std::cout << (failure.code() == weft::errc::peer_lost && named && after < 1.0 ? "lost ok" : "lost wrong") << " ("
-              << after * 1000 << " ms after the kill): " << failure.what() << std::endl;
+    const double after =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - 0.5;
+    const bool named =
+        std::string(failure.what()).find("rank " + std::to_string(victim)) != std::string::npos;
+    std::cout << (failure.code() == weft::errc::peer_lost && named && after < 1.0 ? "lost ok"
+                                                                                  : "lost wrong")
+              << " (" << after * 1000 << " ms after the kill): " << failure.what() << std::endl;
     return failure.code() == weft::errc::peer_lost && named && after < 1.0 ? 0 : 1;
   }
 }
@@ -256,10 +277,13 @@ int bench(weft::cuda::session& job) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iterations; ++i) weft::allreduce(comm, data.span(), weft::sum{});
     weft::cuda::synchronize(comm, 120s);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        iterations;
     const double busbw = static_cast<double>(bytes) / seconds * 2.0 * (p - 1) / p / 1e9;
     if (comm.rank() == 0) {
-      std::printf("ipc allreduce %d processes %zu B: %.2f us, busbw %.2f GB/s\n", p, bytes, seconds * 1e6, busbw);
+      std::printf("ipc allreduce %d processes %zu B: %.2f us, busbw %.2f GB/s\n", p, bytes,
+                  seconds * 1e6, busbw);
     }
   }
   return 0;
@@ -277,9 +301,11 @@ int main(int argc, char** argv) {
       ++bad;
       std::cout << "FAIL WEFT_CUDA_DEVICE=first was accepted" << std::endl;
     } catch (const weft::error& e) {
-      const bool ok = e.code() == weft::errc::invalid_argument && std::string(e.what()).find("WEFT_CUDA_DEVICE") != std::string::npos;
+      const bool ok = e.code() == weft::errc::invalid_argument &&
+                      std::string(e.what()).find("WEFT_CUDA_DEVICE") != std::string::npos;
       bad += !ok;
-      std::cout << (ok ? "ok   " : "FAIL ") << "WEFT_CUDA_DEVICE=first refused: " << e.what() << std::endl;
+      std::cout << (ok ? "ok   " : "FAIL ") << "WEFT_CUDA_DEVICE=first refused: " << e.what()
+                << std::endl;
     }
     unsetenv("WEFT_CUDA_DEVICE");
     if (!weft::cuda::why_no_device().empty()) {
@@ -288,7 +314,8 @@ int main(int argc, char** argv) {
         ++bad;
         std::cout << "FAIL a rank was made without a GPU" << std::endl;
       } catch (const weft::error& e) {
-        const bool ok = e.code() == weft::errc::transport && std::string(e.what()).find("no CUDA device") != std::string::npos;
+        const bool ok = e.code() == weft::errc::transport &&
+                        std::string(e.what()).find("no CUDA device") != std::string::npos;
         bad += !ok;
         std::cout << (ok ? "ok   " : "FAIL ") << "no GPU: " << e.what() << std::endl;
       }

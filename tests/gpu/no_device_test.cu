@@ -17,8 +17,8 @@ int main() {
   const int asked = devices;  // one past the last device: none where there is no GPU
   try {
     weft::cuda::device_memory memory(asked, nullptr);
-    GPU_CHECK(false, "device_memory on device " + std::to_string(asked) + " of " + std::to_string(devices) +
-                         " was made");
+    GPU_CHECK(false, "device_memory on device " + std::to_string(asked) + " of " +
+                         std::to_string(devices) + " was made");
   } catch (const weft::error& failure) {
     const std::string said = failure.what();
     std::printf("device_memory(%d) with %d device(s): %s\n", asked, devices, said.c_str());
@@ -62,9 +62,10 @@ int main() {
   GPU_CHECK(refused({0, 0, 0, 0, 0, 0, 0, 0}, 32).empty(), "8 ranks on a GPU run with 32 queues");
   const std::string four = refused({0, 0, 0, 0}, 8);
   std::printf("4 ranks on GPU 0 with 8 queues: %s\n", four.c_str());
-  GPU_CHECK(four.find("4 ranks share GPU 0") != std::string::npos &&
-                four.find("CUDA_DEVICE_MAX_CONNECTIONS of at least 16 (it is 8") != std::string::npos,
-            four);
+  GPU_CHECK(
+      four.find("4 ranks share GPU 0") != std::string::npos &&
+          four.find("CUDA_DEVICE_MAX_CONNECTIONS of at least 16 (it is 8") != std::string::npos,
+      four);
   const std::string three = refused({1, 0, 1, 1}, 8);
   GPU_CHECK(three.find("3 ranks share GPU 1") != std::string::npos, three);
   const std::string nine = refused(std::vector<int>(9, 0), 32);
@@ -91,7 +92,8 @@ int main() {
     GPU_CHECK(false, "WEFT_CUDA_IPC=sometimes was taken");
   } catch (const weft::error& failure) {
     GPU_CHECK(failure.code() == weft::errc::invalid_argument, failure.what());
-    GPU_CHECK(std::string(failure.what()).find("vmm, legacy or auto") != std::string::npos, failure.what());
+    GPU_CHECK(std::string(failure.what()).find("vmm, legacy or auto") != std::string::npos,
+              failure.what());
   }
   unsetenv("WEFT_CUDA_IPC");
   if (devices == 0) {
@@ -100,16 +102,19 @@ int main() {
         weft::cuda::shareable_allocation memory(0, 1 << 20, way);
         GPU_CHECK(false, "shareable memory was allocated without a GPU");
       } catch (const weft::error& failure) {
-        std::printf("shareable_allocation(%s) with no device: %s\n", std::string(to_string(way)).c_str(), failure.what());
+        std::printf("shareable_allocation(%s) with no device: %s\n",
+                    std::string(to_string(way)).c_str(), failure.what());
         GPU_CHECK(failure.code() == weft::errc::transport, failure.what());
-        GPU_CHECK(std::string(failure.what()).find("no CUDA device") != std::string::npos, failure.what());
+        GPU_CHECK(std::string(failure.what()).find("no CUDA device") != std::string::npos,
+                  failure.what());
       }
     }
     try {
       static_cast<void>(weft::cuda::sharing_for(0));
       GPU_CHECK(false, "sharing_for(0) answered without a GPU");
     } catch (const weft::error& failure) {
-      GPU_CHECK(std::string(failure.what()).find("no CUDA device") != std::string::npos, failure.what());
+      GPU_CHECK(std::string(failure.what()).find("no CUDA device") != std::string::npos,
+                failure.what());
     }
   }
   return finish("no device");

@@ -25,7 +25,8 @@ void compare(const Op& op, const char* op_name) {
   std::vector<T> expected(count), got(count);
   weft::host_memory host;
   host.combine(std::span<T>(expected), std::span<const T>(a), std::span<const T>(b), op);
-  for (std::size_t i = 0; i < count; ++i) got[i] = weft::cuda::detail::combine_element(op, a[i], b[i]);
+  for (std::size_t i = 0; i < count; ++i)
+    got[i] = weft::cuda::detail::combine_element(op, a[i], b[i]);
   std::size_t wrong = 0, first = count;
   for (std::size_t i = 0; i < count; ++i) {
     if (!same_bits(expected[i], got[i])) {
@@ -41,9 +42,11 @@ void compare(const Op& op, const char* op_name) {
       host.finalize(std::span<T>(finalized), op, ranks);
       std::size_t differ = 0;
       for (std::size_t i = 0; i < count; ++i)
-        differ += !same_bits(finalized[i], weft::cuda::detail::finalize_element(op, expected[i], ranks));
+        differ +=
+            !same_bits(finalized[i], weft::cuda::detail::finalize_element(op, expected[i], ranks));
       GPU_CHECK(differ == 0, type_name<T>() + " " + op_name + " finalize over " +
-                                 std::to_string(ranks) + " ranks: " + std::to_string(differ) + " differ");
+                                 std::to_string(ranks) + " ranks: " + std::to_string(differ) +
+                                 " differ");
     }
   }
 }

@@ -27,15 +27,18 @@ namespace {
 constexpr std::size_t words = (std::size_t{3} << 20) / 4 + 7;  // not a multiple of the granularity
 
 __global__ void fill(std::uint32_t* data, std::size_t n, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
     data[i] = static_cast<std::uint32_t>(i) * 2654435761u + seed;
 }
 
 std::size_t wrong_words(const std::byte* device_data, std::uint32_t seed) {
   std::vector<std::uint32_t> host(words);
-  weft::cuda::check(cudaMemcpy(host.data(), device_data, words * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  weft::cuda::check(cudaMemcpy(host.data(), device_data, words * 4, cudaMemcpyDeviceToHost),
+                    "cudaMemcpy to host");
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < words; ++i) wrong += host[i] != static_cast<std::uint32_t>(i) * 2654435761u + seed;
+  for (std::size_t i = 0; i < words; ++i)
+    wrong += host[i] != static_cast<std::uint32_t>(i) * 2654435761u + seed;
   return wrong;
 }
 
@@ -78,9 +81,12 @@ bool receive_offer(int socket, offer& what, int& descriptor) {
   message.msg_iovlen = 1;
   message.msg_control = control;
   message.msg_controllen = sizeof control;
-  if (::recvmsg(socket, &message, MSG_CMSG_CLOEXEC | MSG_WAITALL) != static_cast<ssize_t>(sizeof what)) return false;
+  if (::recvmsg(socket, &message, MSG_CMSG_CLOEXEC | MSG_WAITALL) !=
+      static_cast<ssize_t>(sizeof what))
+    return false;
   descriptor = -1;
-  if (const cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr && header->cmsg_type == SCM_RIGHTS)
+  if (const cmsghdr* header = CMSG_FIRSTHDR(&message);
+      header != nullptr && header->cmsg_type == SCM_RIGHTS)
     std::memcpy(&descriptor, CMSG_DATA(header), sizeof(int));
   return true;
 }
@@ -94,9 +100,10 @@ int child(int socket) {
   const auto way = static_cast<weft::cuda::sharing>(what.way);
   char answer = 0;
   {
-    weft::cuda::imported_allocation theirs = way == weft::cuda::sharing::vmm
-                                                 ? weft::cuda::imported_allocation(0, descriptor, what.bytes)
-                                                 : weft::cuda::imported_allocation(0, what.handle, what.bytes);
+    weft::cuda::imported_allocation theirs =
+        way == weft::cuda::sharing::vmm
+            ? weft::cuda::imported_allocation(0, descriptor, what.bytes)
+            : weft::cuda::imported_allocation(0, what.handle, what.bytes);
     answer = wrong_words(theirs.data(), 11) == 0 ? 1 : 0;
     write_pattern(theirs.data(), 29);
   }
@@ -109,9 +116,11 @@ void share(weft::cuda::sharing way) {
   GPU_CHECK(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0, "socketpair");
   const std::string self = "/proc/self/exe";
   const std::string end = std::to_string(pair[1]);
-  char* argv[] = {const_cast<char*>(self.c_str()), const_cast<char*>("--child"), const_cast<char*>(end.c_str()), nullptr};
+  char* argv[] = {const_cast<char*>(self.c_str()), const_cast<char*>("--child"),
+                  const_cast<char*>(end.c_str()), nullptr};
   pid_t pid = 0;
-  GPU_CHECK(::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, environ) == 0, "posix_spawn " + name);
+  GPU_CHECK(::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, environ) == 0,
+            "posix_spawn " + name);
   ::close(pair[1]);
 
   weft::cuda::shareable_allocation mine(0, words * 4, way);
@@ -122,8 +131,10 @@ void share(weft::cuda::sharing way) {
   what.way = static_cast<std::uint32_t>(way);
   what.bytes = mine.size();
   int descriptor = -1;
-  if (way == weft::cuda::sharing::vmm) descriptor = mine.export_descriptor();
-  else what.handle = mine.ipc_handle();
+  if (way == weft::cuda::sharing::vmm)
+    descriptor = mine.export_descriptor();
+  else
+    what.handle = mine.ipc_handle();
   GPU_CHECK(send_offer(pair[0], what, descriptor), name + ": the offer was sent");
   if (descriptor >= 0) ::close(descriptor);
   char answer = 0;
@@ -131,7 +142,8 @@ void share(weft::cuda::sharing way) {
   GPU_CHECK(answer == 1, name + ": the child read the parent's pattern");
   int status = 0;
   ::waitpid(pid, &status, 0);
-  GPU_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, name + ": the child's exit status " + std::to_string(status));
+  GPU_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            name + ": the child's exit status " + std::to_string(status));
   GPU_CHECK(wrong_words(mine.data(), 29) == 0, name + ": the parent read the child's pattern");
   ::close(pair[0]);
   std::printf("%s: %zu bytes shared both ways\n", name.c_str(), mine.size());

@@ -40,19 +40,25 @@ std::vector<T> operands(std::size_t count, unsigned seed) {
 struct a_plus_b_plus_a {
   template <class T>
   WEFT_HOST_DEVICE T operator()(T a, T b) const {
-    if constexpr (weft::is_narrow_float_v<T>) return T((float(a) + float(b)) + float(a));
-    else if constexpr (std::is_integral_v<T>) return weft::sum{}(weft::sum{}(a, b), a);
-    else return (a + b) + a;
+    if constexpr (weft::is_narrow_float_v<T>)
+      return T((float(a) + float(b)) + float(a));
+    else if constexpr (std::is_integral_v<T>)
+      return weft::sum{}(weft::sum{}(a, b), a);
+    else
+      return (a + b) + a;
   }
 };
 
 // Exact in every type: small integers (and their sums over 5 ranks) and factors of +-1, +-2.
 template <class T>
 T value_for(int rank, std::size_t i, bool factors) {
-  const long v = factors ? (((rank + static_cast<long>(i)) % 4 < 2) ? 1 : 2) * (((rank + static_cast<long>(i)) % 2) ? -1 : 1)
+  const long v = factors ? (((rank + static_cast<long>(i)) % 4 < 2) ? 1 : 2) *
+                               (((rank + static_cast<long>(i)) % 2) ? -1 : 1)
                          : static_cast<long>((static_cast<std::size_t>(rank) * 7 + i * 3) % 11) + 1;
-  if constexpr (std::is_unsigned_v<T>) return static_cast<T>(v < 0 ? -v : v);
-  else return static_cast<T>(static_cast<float>(v));
+  if constexpr (std::is_unsigned_v<T>)
+    return static_cast<T>(v < 0 ? -v : v);
+  else
+    return static_cast<T>(static_cast<float>(v));
 }
 
 }  // namespace weft_gpu_test

@@ -41,16 +41,17 @@ int slice(job_type& job) {
   auto& comm = job.comm();
   failures sink;
   const int p = comm.size();
-  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(p + 1), std::size_t{1000},
-                                  std::size_t{65539}}) {
+  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(p + 1),
+                                  std::size_t{1000}, std::size_t{65539}}) {
     const int root = static_cast<int>(count % static_cast<std::size_t>(p));
     for_each_type<std::int32_t, float, weft::bfloat16>([&](auto type) {
       using T = typename decltype(type)::type;
-      for_each_algorithm<ring_ring, ring_halving, direct_tree, weft::ring, weft::automatic>([&](auto algorithm) {
-        using A = typename decltype(algorithm)::type;
-        allreduce_case<T, weft::sum, A>(comm, sink, count, false, weft::sum{}, false);
-        allreduce_case<T, weft::sum, A>(comm, sink, count, true, weft::sum{}, false);
-      });
+      for_each_algorithm<ring_ring, ring_halving, direct_tree, weft::ring, weft::automatic>(
+          [&](auto algorithm) {
+            using A = typename decltype(algorithm)::type;
+            allreduce_case<T, weft::sum, A>(comm, sink, count, false, weft::sum{}, false);
+            allreduce_case<T, weft::sum, A>(comm, sink, count, true, weft::sum{}, false);
+          });
       for_each_algorithm<ring_ring, weft::automatic>([&](auto algorithm) {
         using A = typename decltype(algorithm)::type;
         reduce_scatter_case<T, A>(comm, sink, count);
@@ -62,7 +63,8 @@ int slice(job_type& job) {
       broadcast_case<T, trees>(comm, sink, count, p - 1);
     });
     allreduce_case<float, weft::max, ring_ring>(comm, sink, count, false, weft::max{}, false);
-    allreduce_case<std::int64_t, weft::bxor, ring_ring>(comm, sink, count, false, weft::bxor{}, false);
+    allreduce_case<std::int64_t, weft::bxor, ring_ring>(comm, sink, count, false, weft::bxor{},
+                                                        false);
   }
   if (!sink.empty()) {
     std::cout << "hierarchical slice failed: " << sink.summary() << std::endl;
@@ -80,13 +82,14 @@ int slice(job_type& job) {
     std::vector<std::int32_t> ones(1000, 1);
     weft::allreduce(host, std::span<std::int32_t>(ones), weft::sum{});
     if (std::any_of(ones.begin(), ones.end(), [&](std::int32_t v) { return v != host.size(); })) {
-      std::cout << "hierarchical slice failed: an allreduce within host " << layout.host_of(comm.rank())
-                << " after rank 0 left gave a wrong sum" << std::endl;
+      std::cout << "hierarchical slice failed: an allreduce within host "
+                << layout.host_of(comm.rank()) << " after rank 0 left gave a wrong sum"
+                << std::endl;
       return 1;
     }
   }
-  std::cout << "hierarchical slice ok on " << p << " ranks (" << job.endpoint().describe() << "); automatic chose "
-            << chosen.algorithm << " for a 16 MiB allreduce" << std::endl;
+  std::cout << "hierarchical slice ok on " << p << " ranks (" << job.endpoint().describe()
+            << "); automatic chose " << chosen.algorithm << " for a 16 MiB allreduce" << std::endl;
   return 0;
 }
 
@@ -97,14 +100,17 @@ int network_only() {
   auto& comm = job.comm();
   weft_test::failures sink;
   for (const std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
-    weft_test::allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false, weft::sum{}, false);
-    weft_test::allreduce_case<float, weft::sum, weft::automatic>(comm, sink, count, true, weft::sum{}, false);
+    weft_test::allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false, weft::sum{},
+                                                           false);
+    weft_test::allreduce_case<float, weft::sum, weft::automatic>(comm, sink, count, true,
+                                                                 weft::sum{}, false);
   }
   if (!sink.empty()) {
     std::cout << "network-only failed: " << sink.summary() << std::endl;
     return 1;
   }
-  std::cout << "network-only ok on " << comm.size() << " ranks (" << job.endpoint().describe() << ")" << std::endl;
+  std::cout << "network-only ok on " << comm.size() << " ranks (" << job.endpoint().describe()
+            << ")" << std::endl;
   return 0;
 }
 
@@ -119,7 +125,8 @@ int kill(job_type& job, int victim) {
     while (true) weft::allreduce(comm, std::span<float>(data), weft::sum{}, ring_ring{});
   }
   try {
-    for (int round = 0; round < 100000; ++round) weft::allreduce(comm, std::span<float>(data), weft::sum{}, ring_ring{});
+    for (int round = 0; round < 100000; ++round)
+      weft::allreduce(comm, std::span<float>(data), weft::sum{}, ring_ring{});
     std::cout << "never saw rank " << victim << " fail" << std::endl;
     return 1;
   } catch (const weft::error& failure) {
@@ -138,7 +145,8 @@ int bench(job_type& job, std::size_t bytes) {
     const auto start = std::chrono::steady_clock::now();
     const auto report = weft::allreduce(comm, std::span<float>(data), weft::sum{}, algorithm);
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    weft::allreduce(comm, std::span<double>(&took, 1), weft::max{}, weft::direct{});  // the slowest rank counts
+    weft::allreduce(comm, std::span<double>(&took, 1), weft::max{},
+                    weft::direct{});  // the slowest rank counts
     seconds[std::string(report.algorithm)].push_back(took);
   };
   for (int round = 0; round < 6; ++round) {  // the first round warms up and is dropped
@@ -155,8 +163,9 @@ int bench(job_type& job, std::size_t bytes) {
     for (auto& [name, times] : seconds) {
       std::sort(times.begin(), times.end());
       const double median = times[times.size() / 2];
-      std::cout << "bench " << bytes << " " << name << " busbw " << bytes * 2 * (p - 1) / p / median / 1e9
-                << " GB/s (median of " << times.size() << ")" << std::endl;
+      std::cout << "bench " << bytes << " " << name << " busbw "
+                << bytes * 2 * (p - 1) / p / median / 1e9 << " GB/s (median of " << times.size()
+                << ")" << std::endl;
     }
     std::cout << "bench " << bytes << " automatic chose " << chosen.algorithm << std::endl;
   }
@@ -177,7 +186,8 @@ int main(int argc, char** argv) {
                                                   static_cast<unsigned>(std::stoul(argv[3])));
     }
     if (scenario == "bench" && argc > 2) return bench(job, std::stoull(argv[2]));
-    std::cerr << "usage: " << argv[0] << " slice | network-only | kill RANK | die RANK SEED | bench BYTES" << std::endl;
+    std::cerr << "usage: " << argv[0]
+              << " slice | network-only | kill RANK | die RANK SEED | bench BYTES" << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -39,13 +39,13 @@
 #include <weft/bootstrap/tcp_meeting.hpp>
 #include <weft/nonblocking.hpp>
 
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <csignal>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <iostream>
 #include <thread>
 
@@ -75,7 +75,7 @@ int slice(typename Traits::session& job) {
   return 0;
 }
 
-constexpr std::size_t flood_floats = std::size_t{8} << 20;  // 32 MiB messages
+constexpr std::size_t flood_floats = std::size_t{8} << 20;   // 32 MiB messages
 constexpr std::size_t stream_floats = std::size_t{3} << 16;  // 768 KiB: divides among 2, 3 or 4
 
 // One call of the stream the kill scenarios run: ring allreduce, alltoall, or broadcast from 0.
@@ -88,11 +88,13 @@ void stream_call(Comm& comm, std::vector<float>& data, const std::string& collec
     weft::broadcast(comm, std::span<float>(data), 0);
   } else if (collective == "inflight") {
     // 4 calls in flight at once (allreduce, broadcast, alltoall, allreduce), waited for in order
-    std::vector<float> broadcast_data(data), alltoall_in(data), alltoall_out(data.size()), second(data);
-    std::array requests{weft::iallreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{}),
-                        weft::ibroadcast(comm, std::span<float>(broadcast_data), 0),
-                        weft::ialltoall(comm, std::span<const float>(alltoall_in), std::span<float>(alltoall_out)),
-                        weft::iallreduce(comm, std::span<float>(second), weft::sum{})};
+    std::vector<float> broadcast_data(data), alltoall_in(data), alltoall_out(data.size()),
+        second(data);
+    std::array requests{
+        weft::iallreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{}),
+        weft::ibroadcast(comm, std::span<float>(broadcast_data), 0),
+        weft::ialltoall(comm, std::span<const float>(alltoall_in), std::span<float>(alltoall_out)),
+        weft::iallreduce(comm, std::span<float>(second), weft::sum{})};
     for (auto& request : requests) request.wait();
   } else {
     weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
@@ -172,9 +174,9 @@ int failing(typename Traits::session& job, int victim, bool kill, bool flood = f
   }
   if (rank != victim) {
     return survive<Traits>(job, victim,
-                   kill ? "rank " + std::to_string(victim)
-                        : "rank " + std::to_string(victim) + " closed its transport",
-                   flood, collective);
+                           kill ? "rank " + std::to_string(victim)
+                                : "rank " + std::to_string(victim) + " closed its transport",
+                           flood, collective);
   }
   std::vector<float> data(flood ? flood_floats : stream_floats);
   if (kill) {  // the victim dies in the middle of a stream of collectives, or of receives
@@ -211,11 +213,12 @@ int stall(typename Traits::session& job, int victim) {
   try {
     weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
   } catch (const weft::error& failure) {
-    std::cout << (comm.rank() == victim ? "late rank failed: " : "gave up: ") << failure.what() << std::endl;
+    std::cout << (comm.rank() == victim ? "late rank failed: " : "gave up: ") << failure.what()
+              << std::endl;
     return 0;
   }
-  std::cout << "completed the allreduce (" << data[0] << ")" << (comm.rank() == victim ? " although the others gave up on it" : "")
-            << std::endl;
+  std::cout << "completed the allreduce (" << data[0] << ")"
+            << (comm.rank() == victim ? " although the others gave up on it" : "") << std::endl;
   return 1;
 }
 
@@ -253,17 +256,21 @@ int ranks_main(int argc, char** argv) {
     auto job = Traits::session::from_environment();
     if (scenario == "slice") return slice<Traits>(job);
     if (scenario == "kill" && argc > 2)
-      return failing<Traits>(job, std::stoi(argv[2]), true, false, argc > 3 ? argv[3] : "allreduce");
+      return failing<Traits>(job, std::stoi(argv[2]), true, false,
+                             argc > 3 ? argv[3] : "allreduce");
     if (scenario == "close" && argc > 2) return failing<Traits>(job, std::stoi(argv[2]), false);
     if (scenario == "flood" && argc > 2)
       return failing<Traits>(job, std::stoi(argv[2]), true, true);
     if (scenario == "stall" && argc > 2) return stall<Traits>(job, std::stoi(argv[2]));
     if (scenario == "fork" && argc > 2) return forking<Traits>(job, std::stoi(argv[2]));
-    if (scenario == "recorder" && argc > 3) return recorded_failure(job.comm(), argv[2], std::stoi(argv[3]));
+    if (scenario == "recorder" && argc > 3)
+      return recorded_failure(job.comm(), argv[2], std::stoi(argv[3]));
     if (scenario == "die" && argc > 3)
-      return die_in_loop(job.comm(), std::stoi(argv[2]), static_cast<unsigned>(std::stoul(argv[3])));
+      return die_in_loop(job.comm(), std::stoi(argv[2]),
+                         static_cast<unsigned>(std::stoul(argv[3])));
     std::cerr << "usage: " << argv[0]
-              << " slice | kill RANK [allreduce|alltoall|broadcast] | close RANK | flood RANK | stall RANK | fork RANK"
+              << " slice | kill RANK [allreduce|alltoall|broadcast] | close RANK | flood RANK | "
+                 "stall RANK | fork RANK"
                  " | die RANK SEED | recorder hang|mismatch|kill|healthy RANK"
               << std::endl;
     return 2;

@@ -35,19 +35,23 @@ int pool(stream_traits::session& job) {
       std::cout << "the pool did not hold " << bytes << " bytes" << std::endl;
       return 1;
     }
-    for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>((comm.rank() + 1) * (i % 7));
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = static_cast<float>((comm.rank() + 1) * (i % 7));
     weft::allreduce(comm, std::span<float>(data, count), weft::sum{}, weft::ring{});
     // Whole: each rank's share (of at least 1 MiB) read from every pool into every pool.
     weft::allreduce(comm, std::span<float>(data, count), weft::sum{}, weft::fused{});
     const std::span<float> all(out, count * static_cast<std::size_t>(p));
-    if (count % 2 == 0) weft::allgather(comm, std::span<const float>(data, count), all, weft::fused{});
-    else weft::allgather(comm, std::span<const float>(data, count), all, weft::ring{});
+    if (count % 2 == 0)
+      weft::allgather(comm, std::span<const float>(data, count), all, weft::fused{});
+    else
+      weft::allgather(comm, std::span<const float>(data, count), all, weft::ring{});
     weft::shm::synchronize(comm, 60s);
     const float ranks_sum = static_cast<float>(p * (p + 1) / 2 * p);  // summed twice
     for (std::size_t i = 0; i < count * static_cast<std::size_t>(p); ++i) {
       if (out[i] != ranks_sum * static_cast<float>((i % count) % 7)) {
-        std::cout << "pool: element " << i << " of " << count * static_cast<std::size_t>(p) << " is " << out[i]
-                  << ", not " << ranks_sum * static_cast<float>((i % count) % 7) << std::endl;
+        std::cout << "pool: element " << i << " of " << count * static_cast<std::size_t>(p)
+                  << " is " << out[i] << ", not " << ranks_sum * static_cast<float>((i % count) % 7)
+                  << std::endl;
         return 1;
       }
     }
@@ -66,7 +70,8 @@ int killed(stream_traits::session& job, int victim, bool close) {
   const int rank = comm.rank();
   const int p = comm.size();
   std::vector<float> data(std::size_t{3} << 16);
-  if (rank == victim && close) {  // a few rounds, then the transport closed mid-job, the process alive
+  if (rank == victim &&
+      close) {  // a few rounds, then the transport closed mid-job, the process alive
     for (int round = 0; round < 3; ++round) {
       weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
       weft::shm::synchronize(comm, 60s);
@@ -105,8 +110,8 @@ int killed(stream_traits::session& job, int victim, bool close) {
     }
   }
   auto event = job.meeting()->get("test/event-at", weft::deadline_clock::now() + 10s);
-  std::cout << "detected in " << (event ? (caught_at - std::stoll(*event)) / 1000.0 : -1.0) << " ms: " << message
-            << std::endl;
+  std::cout << "detected in " << (event ? (caught_at - std::stoll(*event)) / 1000.0 : -1.0)
+            << " ms: " << message << std::endl;
   try {
     weft::allreduce(comm, std::span<float>(data), weft::sum{});
     weft::shm::synchronize(comm, 60s);
@@ -118,7 +123,8 @@ int killed(stream_traits::session& job, int victim, bool close) {
   settings.prefix = "weft-without-" + std::to_string(victim);
   settings.secret = job.launch().secret;
   settings.connect_timeout = 30s;
-  weft::shm::host_stream_transport transport(rank < victim ? rank : rank - 1, p - 1, job.meeting(), settings);
+  weft::shm::host_stream_transport transport(rank < victim ? rank : rank - 1, p - 1, job.meeting(),
+                                             settings);
   weft::communicator survivors(transport);
   std::vector<int> ones(1000, 1);
   weft::allreduce(survivors, std::span<int>(ones), weft::sum{});
@@ -140,16 +146,20 @@ int never(stream_traits::session& job, int victim, bool whole) {
     return 0;
   }
   std::vector<float> data(1000, 1.0f);
-  if (whole) weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::fused{});
-  else weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+  if (whole)
+    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::fused{});
+  else
+    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
   try {
     weft::shm::synchronize(comm, 500ms);
-    std::cout << "synchronize returned although rank " << victim << " never issued its call" << std::endl;
+    std::cout << "synchronize returned although rank " << victim << " never issued its call"
+              << std::endl;
     return 1;
   } catch (const weft::error& failure) {
     const std::string text = failure.what();
     const std::string v = std::to_string(victim);
-    const bool named = failure.code() == weft::errc::timeout && text.find("allreduce") != std::string::npos &&
+    const bool named = failure.code() == weft::errc::timeout &&
+                       text.find("allreduce") != std::string::npos &&
                        (text.find("waits for rank " + v + " ") != std::string::npos ||
                         text.find("waits for rank(s) " + v + " ") != std::string::npos);
     std::cout << (named ? "timeout named it: " : "timeout did not name it: ") << text << std::endl;
@@ -159,7 +169,9 @@ int never(stream_traits::session& job, int victim, bool whole) {
     job.meeting()->set(key + std::to_string(comm.rank()), "1");
     if (comm.rank() == (victim == 0 ? 1 : 0)) {
       for (int r = 0; r < comm.size(); ++r) {
-        if (r != victim) static_cast<void>(job.meeting()->get(key + std::to_string(r), weft::deadline_clock::now() + 30s));
+        if (r != victim)
+          static_cast<void>(
+              job.meeting()->get(key + std::to_string(r), weft::deadline_clock::now() + 30s));
       }
       weft::shm::abort(comm, "the test gave up on rank " + v);
     }
@@ -181,8 +193,10 @@ int main(int argc, char** argv) {
     if (scenario == "pool") return pool(job);
     if (scenario == "kill" && argc > 2) return killed(job, std::stoi(argv[2]), false);
     if (scenario == "close" && argc > 2) return killed(job, std::stoi(argv[2]), true);
-    if (scenario == "never" && argc > 2) return never(job, std::stoi(argv[2]), argc > 3 && std::string(argv[3]) == "fused");
-    std::cerr << "usage: " << argv[0] << " slice | pool | kill RANK | close RANK | never RANK [fused]" << std::endl;
+    if (scenario == "never" && argc > 2)
+      return never(job, std::stoi(argv[2]), argc > 3 && std::string(argv[3]) == "fused");
+    std::cerr << "usage: " << argv[0]
+              << " slice | pool | kill RANK | close RANK | never RANK [fused]" << std::endl;
     return 2;
   } catch (const weft::error& failure) {
     std::cout << "error: " << failure.what() << std::endl;

@@ -48,15 +48,26 @@ int die_in_loop(Comm& comm, int victim, unsigned seed) {
       std::vector<float> data(count * static_cast<std::size_t>(p), 1.0f), out(data.size());
       const std::span<float> mine(data.data(), count);
       switch (round % 5) {
-        case 0: weft::allreduce(comm, mine, weft::sum{}); break;
-        case 1: weft::broadcast(comm, mine, round % p); break;
-        case 2: weft::alltoall(comm, std::span<const float>(data), std::span<float>(out)); break;
-        case 3: weft::allgather(comm, std::span<const float>(mine), std::span<float>(out)); break;
-        default: weft::allreduce(comm, mine, weft::max{}, weft::ring{}); break;
+        case 0:
+          weft::allreduce(comm, mine, weft::sum{});
+          break;
+        case 1:
+          weft::broadcast(comm, mine, round % p);
+          break;
+        case 2:
+          weft::alltoall(comm, std::span<const float>(data), std::span<float>(out));
+          break;
+        case 3:
+          weft::allgather(comm, std::span<const float>(mine), std::span<float>(out));
+          break;
+        default:
+          weft::allreduce(comm, mine, weft::max{}, weft::ring{});
+          break;
       }
     }
   } catch (const weft::error& failure) {
-    std::cout << "survivor error: " << failure.what() << "\nsurvivor culprit: " << failure.culprit() << std::endl;
+    std::cout << "survivor error: " << failure.what() << "\nsurvivor culprit: " << failure.culprit()
+              << std::endl;
     return 0;
   }
   std::cout << "never saw rank " << victim << " fail" << std::endl;

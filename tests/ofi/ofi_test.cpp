@@ -4,9 +4,9 @@
 // multi-process runs and killed ranks are in tests/multiprocess/multiprocess.py (scenario ofi).
 #include "../collective_cases.hpp"
 #include "../consistency_cases.hpp"
-#include "../slice_in_flight.hpp"
-#include "../scoped_environment.hpp"
 #include "../meeting_place.hpp"
+#include "../scoped_environment.hpp"
+#include "../slice_in_flight.hpp"
 #include "../transport_conformance.hpp"
 
 #include <weft/bootstrap/file_store.hpp>
@@ -114,7 +114,8 @@ TEST_CASE("conformance and a collective slice on every provider", "[ofi]") {
   }
 }
 
-TEST_CASE("calls that differ on one rank fail with mismatch on every rank over libfabric", "[ofi]") {
+TEST_CASE("calls that differ on one rank fail with mismatch on every rank over libfabric",
+          "[ofi]") {
   // The providers weft looks for one early message on (FI_PEEK: rxm's): every disagreement, 3
   // ranks, the first and the last differing in turn.
   for (const std::string provider : {"tcp;ofi_rxm"}) {
@@ -123,7 +124,8 @@ TEST_CASE("calls that differ on one rank fail with mismatch on every rank over l
         INFO(provider << ": " << disagreements[which] << ", rank " << odd << " differs");
         failures sink;
         const auto started = std::chrono::steady_clock::now();
-        run_world(3, provider_config(provider), sink, [&](ofi_comm& comm) { disagreement_case(comm, sink, which, odd); });
+        run_world(3, provider_config(provider), sink,
+                  [&](ofi_comm& comm) { disagreement_case(comm, sink, which, odd); });
         INFO(sink.summary());
         CHECK(sink.empty());
         CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
@@ -132,7 +134,8 @@ TEST_CASE("calls that differ on one rank fail with mismatch on every rank over l
   }
 }
 
-TEST_CASE("ranks started for different world sizes all fail with mismatch over libfabric", "[ofi]") {
+TEST_CASE("ranks started for different world sizes all fail with mismatch over libfabric",
+          "[ofi]") {
   meeting_place place("ofi");
   std::vector<std::string> messages(3);
   std::vector<std::thread> threads;
@@ -142,7 +145,8 @@ TEST_CASE("ranks started for different world sizes all fail with mismatch over l
       auto settings = provider_config("tcp;ofi_rxm");
       settings.connect_timeout = std::chrono::seconds(10);
       try {
-        weft::ofi::transport transport(rank, rank == 0 ? 2 : 3, place.store(), settings);  // rank 2 is outside rank 0's
+        weft::ofi::transport transport(rank, rank == 0 ? 2 : 3, place.store(),
+                                       settings);  // rank 2 is outside rank 0's
         messages[static_cast<std::size_t>(rank)] = "started";
       } catch (const weft::error& failure) {
         messages[static_cast<std::size_t>(rank)] = failure.what();
@@ -155,14 +159,17 @@ TEST_CASE("ranks started for different world sizes all fail with mismatch over l
     const std::string& message = messages[static_cast<std::size_t>(rank)];
     INFO("rank " << rank << ": " << message);
     CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
-    CHECK_THAT(message, Catch::Contains("world sizes differ: ") && Catch::Contains("of 2") && Catch::Contains("of 3"));
+    CHECK_THAT(message, Catch::Contains("world sizes differ: ") && Catch::Contains("of 2") &&
+                            Catch::Contains("of 3"));
   }
 }
 
-TEST_CASE("the collective slice as 3 calls in flight at once over tcp;ofi_rxm", "[ofi][nonblocking]") {
+TEST_CASE("the collective slice as 3 calls in flight at once over tcp;ofi_rxm",
+          "[ofi][nonblocking]") {
   failures sink;
   const std::vector<std::size_t> counts = {0, 1, 4, 1000, 65539};
-  run_world(3, provider_config("tcp;ofi_rxm"), sink, [&](ofi_comm& comm) { collective_slice_in_flight(comm, sink, counts); });
+  run_world(3, provider_config("tcp;ofi_rxm"), sink,
+            [&](ofi_comm& comm) { collective_slice_in_flight(comm, sink, counts); });
   INFO(sink.summary());
   CHECK(sink.empty());
 }
@@ -256,9 +263,11 @@ TEST_CASE("the libfabric settings take empty as the default and refuse what they
     CHECK(read.max_message == 65536u);
     CHECK(read.log);
   }
-  const std::vector<std::pair<const char*, const char*>> garbage = {
-      {"WEFT_TIMEOUT_MS", "abc"},   {"WEFT_OFI_QUIET", "maybe"}, {"WEFT_OFI_REGISTER", "2"},
-      {"WEFT_OFI_MAX_MESSAGE", "x"}, {"WEFT_OFI_SPIN_US", "-1"}};
+  const std::vector<std::pair<const char*, const char*>> garbage = {{"WEFT_TIMEOUT_MS", "abc"},
+                                                                    {"WEFT_OFI_QUIET", "maybe"},
+                                                                    {"WEFT_OFI_REGISTER", "2"},
+                                                                    {"WEFT_OFI_MAX_MESSAGE", "x"},
+                                                                    {"WEFT_OFI_SPIN_US", "-1"}};
   for (const auto& [name, value] : garbage) {
     scoped_environment set(name, value);
     CHECK_THROWS_WITH(weft::ofi::config::from_environment(),
@@ -304,7 +313,8 @@ TEST_CASE("a rank that never comes is a timeout at start-up naming it", "[ofi]")
 
 // ---- peer processes on this host: the watch, and the shm provider's regions -------------------
 
-TEST_CASE("a peer's process identity is watchable only on the same host and PID namespace", "[ofi]") {
+TEST_CASE("a peer's process identity is watchable only on the same host and PID namespace",
+          "[ofi]") {
   using weft::ofi::detail::watchable_pid;
   const std::string own = weft::ofi::detail::process_identity();
   const auto host = own.substr(0, own.rfind('/'));
@@ -429,8 +439,10 @@ TEST_CASE("a request that outlives its transport is harmless", "[ofi]") {
   other.join();
 }
 
-TEST_CASE("a receive the provider will not cancel closes the endpoint; the other requests then end cleanly",
-          "[ofi]") {
+TEST_CASE(
+    "a receive the provider will not cancel closes the endpoint; the other requests then end "
+    "cleanly",
+    "[ofi]") {
   // tcp;ofi_rxm cannot cancel a receive it has matched to a send still in progress: the engine
   // closes the endpoint rather than let the buffer be written after it was given back. Every
   // other request of that transport then fails with the reason, and dropping it is harmless.

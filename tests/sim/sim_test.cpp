@@ -18,8 +18,8 @@ namespace {
 using comm_type = weft::communicator<weft::sim::transport>;
 using weft::collective;
 
-constexpr double alpha_us = 5.0;      // the uniform machine's latency
-constexpr double gbit_per_s = 80.0;   // 10 GB/s: beta = 1e-4 us per byte
+constexpr double alpha_us = 5.0;     // the uniform machine's latency
+constexpr double gbit_per_s = 80.0;  // 10 GB/s: beta = 1e-4 us per byte
 constexpr double beta_us = 8.0 / (gbit_per_s * 1e3);
 
 weft::options one_piece() {
@@ -34,7 +34,9 @@ weft::options one_piece() {
 template <class Algorithm>
 void call(comm_type& comm, collective kind, std::size_t count) {
   const auto P = static_cast<std::size_t>(comm.size());
-  if constexpr (weft::detail::implements_v<Algorithm, weft::detail::reduction_call<collective::allreduce, true>, comm_type>) {
+  if constexpr (weft::detail::implements_v<
+                    Algorithm, weft::detail::reduction_call<collective::allreduce, true>,
+                    comm_type>) {
     if (kind == collective::allreduce) {
       weft::sim::phantom<float> data(count);
       weft::allreduce(comm, data.span(), weft::sum{}, Algorithm{});
@@ -52,10 +54,13 @@ void call(comm_type& comm, collective kind, std::size_t count) {
       weft::allgather(comm, std::span<const float>(mine.span()), all.span(), Algorithm{});
     }
   }
-  if constexpr (weft::detail::implements_v<Algorithm, weft::detail::reduction_call<collective::reduce_scatter, true>, comm_type>) {
+  if constexpr (weft::detail::implements_v<
+                    Algorithm, weft::detail::reduction_call<collective::reduce_scatter, true>,
+                    comm_type>) {
     if (kind == collective::reduce_scatter) {
       weft::sim::phantom<float> all(count * P), mine(count);
-      weft::reduce_scatter(comm, std::span<const float>(all.span()), mine.span(), weft::sum{}, Algorithm{});
+      weft::reduce_scatter(comm, std::span<const float>(all.span()), mine.span(), weft::sum{},
+                           Algorithm{});
     }
   }
 }
@@ -64,11 +69,13 @@ void call(comm_type& comm, collective kind, std::size_t count) {
 // and what the algorithm's cost formula says it takes there (no compute cost), microseconds.
 template <class Algorithm>
 std::pair<double, double> simulated_and_modelled(collective kind, int p, std::size_t bytes) {
-  const auto machine = weft::sim::fabric::uniform(p, {.gbit_per_s = gbit_per_s, .latency_us = alpha_us});
+  const auto machine =
+      weft::sim::fabric::uniform(p, {.gbit_per_s = gbit_per_s, .latency_us = alpha_us});
   const auto measured = weft::sim::run(
       machine, [&](comm_type& comm) { call<Algorithm>(comm, kind, bytes / sizeof(float)); },
       weft::sim::payload::phantom, one_piece());
-  const auto c = Algorithm::cost(kind, p, static_cast<double>(bytes), static_cast<double>(std::size_t{1} << 40));
+  const auto c = Algorithm::cost(kind, p, static_cast<double>(bytes),
+                                 static_cast<double>(std::size_t{1} << 40));
   return {measured.seconds * 1e6, alpha_us * c.steps + beta_us * c.bytes};
 }
 
@@ -77,13 +84,15 @@ std::pair<double, double> simulated_and_modelled(collective kind, int p, std::si
 constexpr int quick_ranks = 64;
 
 template <class Algorithm>
-void check_against_model(collective kind, std::initializer_list<int> ranks, std::initializer_list<std::size_t> sizes) {
+void check_against_model(collective kind, std::initializer_list<int> ranks,
+                         std::initializer_list<std::size_t> sizes) {
   for (const int p : ranks) {
     if (weft_test::quick() && p > quick_ranks) continue;
     for (const std::size_t bytes : sizes) {
       const auto [simulated, modelled] = simulated_and_modelled<Algorithm>(kind, p, bytes);
-      INFO(std::string(weft::to_string(kind)) << " " << Algorithm::name << " p=" << p << " bytes=" << bytes
-                                              << ": simulated " << simulated << " us, modelled " << modelled << " us");
+      INFO(std::string(weft::to_string(kind))
+           << " " << Algorithm::name << " p=" << p << " bytes=" << bytes << ": simulated "
+           << simulated << " us, modelled " << modelled << " us");
       CHECK(std::abs(simulated - modelled) <= 0.01 * modelled);
     }
   }
@@ -96,7 +105,9 @@ TEST_CASE("real payload: the collective slice as 3 calls in flight at once", "[s
     weft_test::failures sink;
     const auto machine = weft::sim::fabric::uniform(p, {.gbit_per_s = 400, .latency_us = 5});
     const std::size_t counts[] = {0, 1, 7, 1000};
-    weft::sim::run(machine, [&](comm_type& comm) { weft_test::collective_slice_in_flight(comm, sink, counts); });
+    weft::sim::run(machine, [&](comm_type& comm) {
+      weft_test::collective_slice_in_flight(comm, sink, counts);
+    });
     INFO("p=" << p << ": " << sink.summary());
     CHECK(sink.empty());
   }
@@ -109,7 +120,8 @@ TEST_CASE("real payload: the collective slice gives the serial reference's resul
                                                   {.gbit_per_s = 7200, .latency_us = 0.5},
                                                   {.gbit_per_s = 400, .latency_us = 5}, 1);
     const std::size_t counts[] = {0, 1, 7, 1000};
-    weft::sim::run(machine, [&](comm_type& comm) { weft_test::collective_slice(comm, sink, counts); });
+    weft::sim::run(machine,
+                   [&](comm_type& comm) { weft_test::collective_slice(comm, sink, counts); });
     INFO("p=" << p << ": " << sink.summary());
     CHECK(sink.empty());
   }
@@ -117,18 +129,23 @@ TEST_CASE("real payload: the collective slice gives the serial reference's resul
 
 TEST_CASE("without contention, the simulated time is the algorithm's alpha-beta cost", "[sim]") {
   // Bytes per rank's block for the gathering collectives, per message for the others.
-  check_against_model<weft::ring>(collective::allreduce, {2, 3, 4, 7, 8, 16, 33, 64, 200}, {64, 65536, 1 << 20});
+  check_against_model<weft::ring>(collective::allreduce, {2, 3, 4, 7, 8, 16, 33, 64, 200},
+                                  {64, 65536, 1 << 20});
   check_against_model<weft::ring>(collective::allgather, {2, 3, 5, 8, 64}, {64, 65536});
   check_against_model<weft::ring>(collective::reduce_scatter, {2, 3, 5, 8, 64}, {64, 65536});
-  check_against_model<weft::recursive_doubling>(collective::allreduce, {2, 4, 8, 64, 256, 1000, 1024}, {64, 65536});
+  check_against_model<weft::recursive_doubling>(collective::allreduce,
+                                                {2, 4, 8, 64, 256, 1000, 1024}, {64, 65536});
   check_against_model<weft::recursive_doubling>(collective::allgather, {2, 4, 8, 64}, {64, 65536});
-  check_against_model<weft::recursive_halving>(collective::allreduce, {2, 4, 8, 64, 256, 1024}, {64, 65536, 1 << 20});
+  check_against_model<weft::recursive_halving>(collective::allreduce, {2, 4, 8, 64, 256, 1024},
+                                               {64, 65536, 1 << 20});
   // Off powers of two Rabenseifner's formula is an upper bound: the fold's messages overlap the
   // exchanges around them by up to four alphas (1000 ranks: 2-4 fewer than its 22).
   for (const std::size_t bytes : {std::size_t{64}, std::size_t{1} << 20}) {
     if (weft_test::quick()) break;
-    const auto [simulated, modelled] = simulated_and_modelled<weft::recursive_halving>(collective::allreduce, 1000, bytes);
-    INFO("recursive_halving p=1000 bytes=" << bytes << ": simulated " << simulated << " us, modelled " << modelled << " us");
+    const auto [simulated, modelled] =
+        simulated_and_modelled<weft::recursive_halving>(collective::allreduce, 1000, bytes);
+    INFO("recursive_halving p=1000 bytes=" << bytes << ": simulated " << simulated
+                                           << " us, modelled " << modelled << " us");
     CHECK(simulated <= modelled * 1.0001);
     CHECK(simulated >= modelled - 4 * alpha_us - 1e-6);
   }
@@ -138,9 +155,10 @@ TEST_CASE("without contention, the simulated time is the algorithm's alpha-beta 
   // sooner: the model is an upper bound there, by at most one alpha per missing level.
   for (const int p : {3, 5, 7, 100}) {
     for (const std::size_t bytes : {std::size_t{64}, std::size_t{65536}}) {
-      const auto [simulated, modelled] = simulated_and_modelled<weft::binomial_tree>(collective::broadcast, p, bytes);
-      INFO("broadcast binomial_tree p=" << p << " bytes=" << bytes << ": simulated " << simulated << " us, modelled "
-                                        << modelled << " us");
+      const auto [simulated, modelled] =
+          simulated_and_modelled<weft::binomial_tree>(collective::broadcast, p, bytes);
+      INFO("broadcast binomial_tree p=" << p << " bytes=" << bytes << ": simulated " << simulated
+                                        << " us, modelled " << modelled << " us");
       CHECK(simulated <= modelled * 1.000001);
       CHECK(simulated >= modelled - alpha_us * weft::tuning::log2_ceil(p) - 1e-6);
     }
@@ -162,7 +180,8 @@ TEST_CASE("contention: four ranks through one NIC take four times as long", "[si
   const double expected = 4.0 * bytes / 12.5e9 + 2e-6;
   INFO("simulated " << measured.seconds << " s, expected " << expected << " s");
   CHECK(std::abs(measured.seconds - expected) <= 1e-12);
-  CHECK(measured.scale_out_bytes == 4.0 * bytes);  // four messages between the nodes, each counted once
+  CHECK(measured.scale_out_bytes ==
+        4.0 * bytes);  // four messages between the nodes, each counted once
   CHECK(measured.scale_up_bytes == 0);
   CHECK(measured.traffic[0 * 8 + 4] == static_cast<double>(bytes));
   CHECK(measured.messages == 4);
@@ -222,7 +241,8 @@ TEST_CASE("ranks that wait on each other for good fail, naming what they wait fo
   CHECK(said.find("waits to receive 16 bytes") != std::string::npos);
 }
 
-TEST_CASE("a rank that throws fails the others with its name; a size mismatch is an error", "[sim]") {
+TEST_CASE("a rank that throws fails the others with its name; a size mismatch is an error",
+          "[sim]") {
   const auto machine = weft::sim::fabric::uniform(4, {});
   std::vector<std::string> said(4);
   try {
@@ -256,17 +276,22 @@ TEST_CASE("a rank that throws fails the others with its name; a size mismatch is
   CHECK(mismatch.find("sends 8 bytes to rank 1, whose receive holds 16") != std::string::npos);
 }
 
-TEST_CASE("hierarchical collectives on simulated nodes: right results, and the gain at 8 x N GPUs", "[sim][hierarchical]") {
+TEST_CASE("hierarchical collectives on simulated nodes: right results, and the gain at 8 x N GPUs",
+          "[sim][hierarchical]") {
   using ring_ring = weft::hierarchical<weft::ring, weft::ring>;
-  const weft::sim::link_speed nvlink{.gbit_per_s = 7200, .latency_us = 0.5}, nic{.gbit_per_s = 400, .latency_us = 5};
+  const weft::sim::link_speed nvlink{.gbit_per_s = 7200, .latency_us = 0.5},
+      nic{.gbit_per_s = 400, .latency_us = 5};
   // Real payload: every hierarchical collective against the serial reference on 2 nodes of 3.
   {
     weft_test::failures sink;
     weft::sim::run(weft::sim::fabric::nodes(2, 3, nvlink, nic, 3), [&](comm_type& comm) {
       CHECK(comm.hosts().hosts() == 2);
-      for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
-        weft_test::allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false, weft::sum{}, false);
-        weft_test::allreduce_case<std::int32_t, weft::sum, ring_ring>(comm, sink, count, true, weft::sum{}, false);
+      for (const std::size_t count :
+           {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+        weft_test::allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false,
+                                                               weft::sum{}, false);
+        weft_test::allreduce_case<std::int32_t, weft::sum, ring_ring>(comm, sink, count, true,
+                                                                      weft::sum{}, false);
         weft_test::reduce_scatter_case<float, ring_ring>(comm, sink, count);
         weft_test::allgather_case<float, ring_ring>(comm, sink, count, false);
         weft_test::broadcast_case<float, ring_ring>(comm, sink, count, 4);
@@ -291,10 +316,12 @@ TEST_CASE("hierarchical collectives on simulated nodes: right results, and the g
     };
     const auto flat = time_of(weft::ring{});
     const auto tiers = time_of(ring_ring{});
-    std::printf("simulated %d x 8 GPUs, 256 MiB allreduce: ring %.0f us, hierarchical(ring,ring) %.0f us (%.1fx), "
-                "scale-out bytes %.2f vs %.2f GiB\n",
-                nodes, flat.seconds * 1e6, tiers.seconds * 1e6, flat.seconds / tiers.seconds,
-                flat.scale_out_bytes / (1 << 30), tiers.scale_out_bytes / (1 << 30));
+    std::printf(
+        "simulated %d x 8 GPUs, 256 MiB allreduce: ring %.0f us, hierarchical(ring,ring) %.0f us "
+        "(%.1fx), "
+        "scale-out bytes %.2f vs %.2f GiB\n",
+        nodes, flat.seconds * 1e6, tiers.seconds * 1e6, flat.seconds / tiers.seconds,
+        flat.scale_out_bytes / (1 << 30), tiers.scale_out_bytes / (1 << 30));
     CHECK(tiers.seconds * 3 < flat.seconds);
     CHECK(tiers.scale_out_bytes < flat.scale_out_bytes * 1.0001);
   }
@@ -304,7 +331,8 @@ namespace {
 
 // Rank i sends `bytes` to rank to(i) for every rank that `sends`, all at time 0; returns the run.
 template <class Sends, class To>
-weft::sim::report exchange(const weft::sim::fabric& machine, std::size_t bytes, Sends sends, To to) {
+weft::sim::report exchange(const weft::sim::fabric& machine, std::size_t bytes, Sends sends,
+                           To to) {
   return weft::sim::run(machine, [&](weft::sim::transport& t) {
     std::vector<std::byte> buffer;  // held only by the ranks that take part (72 x 16 MiB otherwise)
     for (int peer = 0; peer < t.size(); ++peer) {
@@ -329,12 +357,14 @@ TEST_CASE("machines: NVL72 and UALink domains, their sizes and their ports", "[s
   CHECK(rack.ranks() == 72);
   CHECK(rack.memory_bytes_per_s() == 8000e9);
   constexpr std::size_t bytes = std::size_t{1} << 24;
-  auto one = exchange(rack, bytes, [](int r) { return r == 0; }, [](int) { return 71; });
+  auto one = exchange(
+      rack, bytes, [](int r) { return r == 0; }, [](int) { return 71; });
   CHECK(std::abs(one.seconds - (bytes / 1800e9 + 0.5e-6)) <= 1e-12);
   CHECK(one.scale_up_bytes == static_cast<double>(bytes));
   CHECK(one.scale_out_bytes == 0);
   double total = 0;  // 130 TB/s across the rack's ports, one way
-  for (const auto& l : rack.links()) total += l.tier == weft::sim::tier::scale_up && l.latency_s > 0 ? l.bytes_per_s : 0;
+  for (const auto& l : rack.links())
+    total += l.tier == weft::sim::tier::scale_up && l.latency_s > 0 ? l.bytes_per_s : 0;
   CHECK(std::abs(total - 72 * 1800e9) < 1);
 
   const auto pod = weft::sim::cluster(1, weft::sim::ualink_pod(1024, 4), {});
@@ -355,23 +385,27 @@ TEST_CASE("machines: two Clos tiers, the leaf's uplink shared at 4:1, by hand", 
   net.with_tiers(2, 4.0);
   const auto machine = weft::sim::cluster(8, single, net);
   constexpr std::size_t bytes = std::size_t{1} << 20;
-  const auto measured = exchange(machine, bytes, [](int r) { return r < 4; }, [](int r) { return r + 4; });
+  const auto measured = exchange(
+      machine, bytes, [](int r) { return r < 4; }, [](int r) { return r + 4; });
   const double expected = 4.0 * bytes / 12.5e9 + 4e-6;
   INFO("simulated " << measured.seconds << " s, expected " << expected << " s");
   CHECK(std::abs(measured.seconds - expected) <= 1e-12);
   CHECK(measured.scale_out_bytes == 4.0 * bytes);
   // Without oversubscription the leaf has four uplinks: no worse, and the same bytes.
   net.with_tiers(2, 1.0);
-  const auto wide = exchange(weft::sim::cluster(8, single, net), bytes, [](int r) { return r < 4; },
-                             [](int r) { return r + 4; });
+  const auto wide = exchange(
+      weft::sim::cluster(8, single, net), bytes, [](int r) { return r < 4; },
+      [](int r) { return r + 4; });
   CHECK(wide.seconds < measured.seconds);
   CHECK(wide.seconds >= 1.0 * bytes / 12.5e9 + 4e-6 - 1e-12);
   // Within a leaf no spine is crossed: the NIC's latency only.
-  const auto near = exchange(machine, bytes, [](int r) { return r == 0; }, [](int) { return 1; });
+  const auto near = exchange(
+      machine, bytes, [](int r) { return r == 0; }, [](int) { return 1; });
   CHECK(std::abs(near.seconds - (1.0 * bytes / 12.5e9 + 2e-6)) <= 1e-12);
 }
 
-TEST_CASE("machines: three tiers cross a core between pods; rails keep a rail on its leaf", "[sim]") {
+TEST_CASE("machines: three tiers cross a core between pods; rails keep a rail on its leaf",
+          "[sim]") {
   weft::sim::scale_up_domain single{"gpu", 1, 900, 0.5, 4800};
   auto net = weft::sim::ethernet(400);
   net.rails = false;
@@ -382,7 +416,9 @@ TEST_CASE("machines: three tiers cross a core between pods; rails keep a rail on
   constexpr std::size_t bytes = 4096;
   const double wire = bytes / 50e9;
   auto time_to = [&](int to) {
-    return exchange(machine, bytes, [](int r) { return r == 0; }, [=](int) { return to; }).seconds;
+    return exchange(
+               machine, bytes, [](int r) { return r == 0; }, [=](int) { return to; })
+        .seconds;
   };
   CHECK(std::abs(time_to(1) - (wire + 2e-6)) <= 1e-12);  // same leaf
   CHECK(std::abs(time_to(2) - (wire + 4e-6)) <= 1e-12);  // same pod: leaf, spine, leaf
@@ -393,26 +429,33 @@ TEST_CASE("machines: three tiers cross a core between pods; rails keep a rail on
   auto rails = weft::sim::ethernet(400);
   rails.with_tiers(2);
   const auto hgx = weft::sim::cluster(2, {"quad", 4, 900, 0.5, 4800}, rails);
-  const auto same_rail = exchange(hgx, bytes, [](int r) { return r == 1; }, [](int) { return 5; });
-  const auto other_rail = exchange(hgx, bytes, [](int r) { return r == 1; }, [](int) { return 6; });
+  const auto same_rail = exchange(
+      hgx, bytes, [](int r) { return r == 1; }, [](int) { return 5; });
+  const auto other_rail = exchange(
+      hgx, bytes, [](int r) { return r == 1; }, [](int) { return 6; });
   CHECK(std::abs(same_rail.seconds - (wire + 2e-6)) <= 1e-12);
   CHECK(std::abs(other_rail.seconds - (wire + 4e-6)) <= 1e-12);
   CHECK(same_rail.scale_out_bytes == bytes);
 }
 
-TEST_CASE("machines: on two NVL72 racks, hierarchical keeps the allreduce's bytes in the racks", "[sim]") {
-  const auto racks = weft::sim::cluster(2, weft::sim::nvl72(), weft::sim::ethernet(800).with_tiers(2));
+TEST_CASE("machines: on two NVL72 racks, hierarchical keeps the allreduce's bytes in the racks",
+          "[sim]") {
+  const auto racks =
+      weft::sim::cluster(2, weft::sim::nvl72(), weft::sim::ethernet(800).with_tiers(2));
   constexpr std::size_t count = std::size_t{1} << 24;  // 64 MiB of floats
   auto measure = [&](auto algorithm) {
-    return weft::sim::run(racks, [&](weft::communicator<weft::sim::transport>& comm) {
-      weft::sim::phantom<float> data(count);
-      weft::allreduce(comm, data.span(), weft::sum{}, decltype(algorithm){});
-    }, weft::sim::payload::phantom);
+    return weft::sim::run(
+        racks,
+        [&](weft::communicator<weft::sim::transport>& comm) {
+          weft::sim::phantom<float> data(count);
+          weft::allreduce(comm, data.span(), weft::sum{}, decltype(algorithm){});
+        },
+        weft::sim::payload::phantom);
   };
   const auto flat = measure(weft::ring{});
   const auto tiers = measure(weft::hierarchical<weft::ring, weft::ring>{});
-  INFO("ring " << flat.seconds << " s, " << flat.scale_out_bytes << " B out; hierarchical " << tiers.seconds << " s, "
-               << tiers.scale_out_bytes << " B out");
+  INFO("ring " << flat.seconds << " s, " << flat.scale_out_bytes << " B out; hierarchical "
+               << tiers.seconds << " s, " << tiers.scale_out_bytes << " B out");
   // hierarchical: each of 72 rails allreduces its block of n/72 between the 2 racks (a ring of
   // two: each rank sends half the block twice), so 2 x 72 x n/72 = 2n bytes leave the racks.
   CHECK(std::abs(tiers.scale_out_bytes - 2.0 * count * 4.0) <= 1e-9 * tiers.scale_out_bytes);
@@ -426,42 +469,54 @@ TEST_CASE("machines: on two NVL72 racks, hierarchical keeps the allreduce's byte
 #include "../../examples/parallelism/pipeline_parallel.hpp"
 #include "../../examples/parallelism/tensor_parallel.hpp"
 
-TEST_CASE("parallelism: tensor parallelism wants the NVLink domain, and an NVL72 moves its boundary", "[sim]") {
+TEST_CASE(
+    "parallelism: tensor parallelism wants the NVLink domain, and an NVL72 moves its boundary",
+    "[sim]") {
   parallelism::shape model;
   model.layers = 2;
-  const auto hgx = weft::sim::cluster(2, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2));
+  const auto hgx =
+      weft::sim::cluster(2, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2));
   auto rack_domain = weft::sim::nvl72();
   rack_domain.gpus = 16;
   rack_domain.memory_gbyte_per_s = weft::sim::hgx_h200().memory_gbyte_per_s;
   const auto rack = weft::sim::cluster(1, rack_domain, weft::sim::ethernet(400));
   auto tensor_parallel = [&](const weft::sim::fabric& machine, int width) {
-    return weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
-      auto group = comm.split(comm.rank() / width, comm.rank());
-      parallelism::tensor_parallel_step<weft::bfloat16>(group, model);
-    }, weft::sim::payload::phantom);
+    return weft::sim::run(
+        machine,
+        [&](weft::communicator<weft::sim::transport>& comm) {
+          auto group = comm.split(comm.rank() / width, comm.rank());
+          parallelism::tensor_parallel_step<weft::bfloat16>(group, model);
+        },
+        weft::sim::payload::phantom);
   };
   const auto in_node = tensor_parallel(hgx, 8);
   const auto across_nodes = tensor_parallel(hgx, 16);
   const auto in_rack = tensor_parallel(rack, 16);
-  INFO("TP8 on HGX " << in_node.seconds << " s; TP16 on HGX " << across_nodes.seconds << " s, " << across_nodes.scale_out_bytes
-                     << " B out; TP16 on NVL72 " << in_rack.seconds << " s");
+  INFO("TP8 on HGX " << in_node.seconds << " s; TP16 on HGX " << across_nodes.seconds << " s, "
+                     << across_nodes.scale_out_bytes << " B out; TP16 on NVL72 " << in_rack.seconds
+                     << " s");
   CHECK(in_node.scale_out_bytes < 1e4);  // only the split's own small exchange leaves the nodes
   CHECK(across_nodes.scale_out_bytes > 1e8);
   CHECK(in_rack.scale_out_bytes == 0);
   CHECK(in_rack.seconds < across_nodes.seconds);
 }
 
-TEST_CASE("parallelism: the pipeline's bubble is GPipe's, and a skewed router unbalances the alltoall", "[sim]") {
+TEST_CASE(
+    "parallelism: the pipeline's bubble is GPipe's, and a skewed router unbalances the alltoall",
+    "[sim]") {
   const auto machine = weft::sim::cluster(1, weft::sim::hgx_h200(), {});
   parallelism::shape model;
   model.layers = 16;
   model.micro_batches = 8;
   parallelism::pipeline_times times;
-  weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
-    parallelism::pipeline_times mine;
-    parallelism::pipeline_parallel_step<weft::bfloat16>(comm, model, &mine);
-    if (comm.rank() == 0) times = mine;
-  }, weft::sim::payload::phantom);
+  weft::sim::run(
+      machine,
+      [&](weft::communicator<weft::sim::transport>& comm) {
+        parallelism::pipeline_times mine;
+        parallelism::pipeline_parallel_step<weft::bfloat16>(comm, model, &mine);
+        if (comm.rank() == 0) times = mine;
+      },
+      weft::sim::payload::phantom);
   const double bubble = 1 - times.busy / times.step, ideal = 7.0 / (8 + 7);
   INFO("bubble " << bubble << ", GPipe's " << ideal);
   CHECK(bubble >= ideal - 1e-9);
@@ -469,18 +524,24 @@ TEST_CASE("parallelism: the pipeline's bubble is GPipe's, and a skewed router un
 
   parallelism::expert_load load;
   model.skew = 1.2;
-  weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
-    parallelism::expert_load mine;
-    parallelism::expert_parallel_step<weft::bfloat16>(comm, model, &mine);
-    if (comm.rank() == 0) load = mine;
-  }, weft::sim::payload::phantom);
+  weft::sim::run(
+      machine,
+      [&](weft::communicator<weft::sim::transport>& comm) {
+        parallelism::expert_load mine;
+        parallelism::expert_parallel_step<weft::bfloat16>(comm, model, &mine);
+        if (comm.rank() == 0) load = mine;
+      },
+      weft::sim::payload::phantom);
   CHECK(static_cast<double>(load.most) > 2 * load.mean);
   model.skew = 0;  // a uniform router: within a few percent of even
-  weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
-    parallelism::expert_load mine;
-    parallelism::expert_parallel_step<weft::bfloat16>(comm, model, &mine);
-    if (comm.rank() == 0) load = mine;
-  }, weft::sim::payload::phantom);
+  weft::sim::run(
+      machine,
+      [&](weft::communicator<weft::sim::transport>& comm) {
+        parallelism::expert_load mine;
+        parallelism::expert_parallel_step<weft::bfloat16>(comm, model, &mine);
+        if (comm.rank() == 0) load = mine;
+      },
+      weft::sim::payload::phantom);
   CHECK(static_cast<double>(load.most) < 1.15 * load.mean);
 }
 
@@ -489,20 +550,25 @@ TEST_CASE("automatic ranks with the simulated fabric's own rows", "[sim]") {
   // 32 MiB; automatic must find it. On the uniform machine there is one tier, and it must not.
   auto chosen = [](const weft::sim::fabric& machine) {
     std::string ran;
-    weft::sim::run(machine, [&](weft::communicator<weft::sim::transport>& comm) {
-      weft::sim::phantom<float> data(std::size_t{8} << 20);
-      const auto report = weft::allreduce(comm, data.span(), weft::sum{});
-      if (comm.rank() == 0) ran = std::string(report.algorithm);
-    }, weft::sim::payload::phantom);
+    weft::sim::run(
+        machine,
+        [&](weft::communicator<weft::sim::transport>& comm) {
+          weft::sim::phantom<float> data(std::size_t{8} << 20);
+          const auto report = weft::allreduce(comm, data.span(), weft::sum{});
+          if (comm.rank() == 0) ran = std::string(report.algorithm);
+        },
+        weft::sim::payload::phantom);
     return ran;
   };
-  CHECK(chosen(weft::sim::cluster(4, weft::sim::hgx_h200(), weft::sim::ethernet(400))) == "hierarchical(ring,ring)");
-  CHECK(chosen(weft::sim::fabric::uniform(32, {.gbit_per_s = 400, .latency_us = 2})).find("hierarchical") ==
-        std::string::npos);
-  auto transport_rows = weft::sim::world(weft::sim::cluster(2, weft::sim::hgx_h200(), weft::sim::ethernet(400)),
-                                         weft::sim::payload::phantom)
-                            .cost_constants();
-  CHECK(transport_rows.first.alpha_us == Approx(0.5));         // NVLink port
-  CHECK(transport_rows.second.alpha_us == Approx(2.0));        // NIC
+  CHECK(chosen(weft::sim::cluster(4, weft::sim::hgx_h200(), weft::sim::ethernet(400))) ==
+        "hierarchical(ring,ring)");
+  CHECK(chosen(weft::sim::fabric::uniform(32, {.gbit_per_s = 400, .latency_us = 2}))
+            .find("hierarchical") == std::string::npos);
+  auto transport_rows =
+      weft::sim::world(weft::sim::cluster(2, weft::sim::hgx_h200(), weft::sim::ethernet(400)),
+                       weft::sim::payload::phantom)
+          .cost_constants();
+  CHECK(transport_rows.first.alpha_us == Approx(0.5));   // NVLink port
+  CHECK(transport_rows.second.alpha_us == Approx(2.0));  // NIC
   CHECK(transport_rows.second.beta_us_per_byte == Approx(1e6 / 50e9));
 }

@@ -30,8 +30,8 @@ void synchronize_all(world_t& ranks) {
   for (int i = 0; i < ranks.size(); ++i) ranks.synchronize(i, 60s);
 }
 
-// NCCL's single-process loop: one host thread issues the allreduce on every rank in turn, and nothing is
-// finished until each rank's stream is synchronized.
+// NCCL's single-process loop: one host thread issues the allreduce on every rank in turn, and
+// nothing is finished until each rank's stream is synchronized.
 template <class T, class Op, class Algorithm>
 void one_thread_allreduce(int p, std::size_t count, Op op, failures& sink) {
   world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
@@ -49,17 +49,21 @@ void one_thread_allreduce(int p, std::size_t count, Op op, failures& sink) {
   synchronize_all(ranks);
   const auto want = reference<T>(p, count, op, generate);
   for (int r = 0; r < p; ++r) {
-    check_bits<T>(sink, label<T>("one-thread allreduce", Algorithm::name, p, count, false, weft::op_name<Op>()), r,
-                  recv[static_cast<std::size_t>(r)], want);
+    check_bits<T>(
+        sink,
+        label<T>("one-thread allreduce", Algorithm::name, p, count, false, weft::op_name<Op>()), r,
+        recv[static_cast<std::size_t>(r)], want);
   }
 }
 
 // Issues allreduce (Algorithm) on every rank of `comms` but `missing`, and returns what rank 0's
 // synchronize says when it times out.
 template <class Algorithm>
-std::string timeout_without(std::vector<stream_comm>& comms, std::vector<std::vector<float>>& data, int missing) {
+std::string timeout_without(std::vector<stream_comm>& comms, std::vector<std::vector<float>>& data,
+                            int missing) {
   for (std::size_t r = 0; r < comms.size(); ++r) {
-    if (static_cast<int>(r) != missing) weft::allreduce(comms[r], std::span<float>(data[r]), weft::sum{}, Algorithm{});
+    if (static_cast<int>(r) != missing)
+      weft::allreduce(comms[r], std::span<float>(data[r]), weft::sum{}, Algorithm{});
   }
   std::string said;
   try {
@@ -73,32 +77,37 @@ std::string timeout_without(std::vector<stream_comm>& comms, std::vector<std::ve
 
 }  // namespace
 
-TEST_CASE("stream: one thread issues allreduce on every rank in turn (NCCL's single-process loop)") {
+TEST_CASE(
+    "stream: one thread issues allreduce on every rank in turn (NCCL's single-process loop)") {
   failures sink;
   for (int p = 1; p <= 5; ++p) {
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
-      for_each_algorithm<weft::ring, weft::double_binary_tree, weft::recursive_doubling, weft::recursive_halving,
-                         weft::direct, weft::fused, weft::automatic>([&](auto algorithm) {
-        using A = typename decltype(algorithm)::type;
-        one_thread_allreduce<float, weft::sum, A>(p, count, weft::sum{}, sink);
-      });
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{65539}}) {
+      for_each_algorithm<weft::ring, weft::double_binary_tree, weft::recursive_doubling,
+                         weft::recursive_halving, weft::direct, weft::fused, weft::automatic>(
+          [&](auto algorithm) {
+            using A = typename decltype(algorithm)::type;
+            one_thread_allreduce<float, weft::sum, A>(p, count, weft::sum{}, sink);
+          });
     }
   }
-  for_each_type<std::int8_t, std::uint16_t, std::int32_t, std::int64_t, double, weft::half, weft::bfloat16>(
-      [&](auto type) {
-        using T = typename decltype(type)::type;
-        one_thread_allreduce<T, weft::max, weft::ring>(4, 777, weft::max{}, sink);
-        one_thread_allreduce<T, weft::min, weft::recursive_halving>(3, 777, weft::min{}, sink);
-        one_thread_allreduce<T, weft::sum, weft::direct>(4, 777, weft::sum{}, sink);
-        one_thread_allreduce<T, weft::prod, weft::fused>(5, 777, weft::prod{}, sink);
-      });
+  for_each_type<std::int8_t, std::uint16_t, std::int32_t, std::int64_t, double, weft::half,
+                weft::bfloat16>([&](auto type) {
+    using T = typename decltype(type)::type;
+    one_thread_allreduce<T, weft::max, weft::ring>(4, 777, weft::max{}, sink);
+    one_thread_allreduce<T, weft::min, weft::recursive_halving>(3, 777, weft::min{}, sink);
+    one_thread_allreduce<T, weft::sum, weft::direct>(4, 777, weft::sum{}, sink);
+    one_thread_allreduce<T, weft::prod, weft::fused>(5, 777, weft::prod{}, sink);
+  });
   // Shares of at least 1 MiB: 2.8 MB on 3 ranks is three shares, the last one shorter.
   one_thread_allreduce<float, weft::sum, weft::fused>(3, 700001, weft::sum{}, sink);
   one_thread_allreduce<float, weft::avg, weft::fused>(4, 300000, weft::avg{}, sink);
   one_thread_allreduce<std::int16_t, weft::band, weft::fused>(2, 1048577, weft::band{}, sink);
   one_thread_allreduce<float, weft::avg, weft::ring>(4, 999, weft::avg{}, sink);
-  one_thread_allreduce<std::uint32_t, weft::bxor, weft::double_binary_tree>(5, 999, weft::bxor{}, sink);
-  one_thread_allreduce<std::int64_t, weft::prod, weft::recursive_doubling>(3, 999, weft::prod{}, sink);
+  one_thread_allreduce<std::uint32_t, weft::bxor, weft::double_binary_tree>(5, 999, weft::bxor{},
+                                                                            sink);
+  one_thread_allreduce<std::int64_t, weft::prod, weft::recursive_doubling>(3, 999, weft::prod{},
+                                                                           sink);
   INFO(sink.summary());
   CHECK(sink.empty());
 }
@@ -111,7 +120,8 @@ TEST_CASE("stream: every collective and algorithm, a host thread per rank") {
     const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p + 1), 1000};
     std::vector<std::thread> threads;
     for (int r = 0; r < p; ++r) {
-      threads.emplace_back([&, r] { collective_slice(comms[static_cast<std::size_t>(r)], sink, counts); });
+      threads.emplace_back(
+          [&, r] { collective_slice(comms[static_cast<std::size_t>(r)], sink, counts); });
     }
     for (auto& thread : threads) thread.join();
     synchronize_all(ranks);
@@ -143,11 +153,14 @@ TEST_CASE("stream: sends matched out of posting order do not deadlock the stream
   CHECK(y_in == y_out);
 }
 
-TEST_CASE("stream: a rank that never issues its call is named by synchronize's timeout; abort releases the streams") {
+TEST_CASE(
+    "stream: a rank that never issues its call is named by synchronize's timeout; abort releases "
+    "the streams") {
   world_t ranks({}, {0, 0, 0});
   auto comms = communicators_of(ranks);
   std::vector<std::vector<float>> data(3, std::vector<float>(4096, 1.0f));
-  const std::string said = timeout_without<weft::ring>(comms, data, 2);  // rank 2 never issues its allreduce
+  const std::string said =
+      timeout_without<weft::ring>(comms, data, 2);  // rank 2 never issues its allreduce
   INFO(said);
   CHECK(said.find("rank 0") != std::string::npos);
   CHECK(said.find("waits for rank") != std::string::npos);
@@ -205,13 +218,15 @@ TEST_CASE("stream: split and check mode say they need a host-completing transpor
   CHECK_THROWS_AS(weft::allreduce(comms[0], std::span<float>(data), weft::sum{}), weft::error);
 }
 
-TEST_CASE("stream: a world destroyed with a call still waiting ends (bounded), and frees its streams") {
+TEST_CASE(
+    "stream: a world destroyed with a call still waiting ends (bounded), and frees its streams") {
   const auto start = std::chrono::steady_clock::now();
   {
     world_t ranks({}, {0, 0});
     auto comms = communicators_of(ranks);
     std::vector<int> data(16, 1);
-    weft::allreduce(comms[0], std::span<int>(data), weft::sum{}, weft::ring{});  // rank 1 never comes
+    weft::allreduce(comms[0], std::span<int>(data), weft::sum{},
+                    weft::ring{});  // rank 1 never comes
     comms.clear();
   }
   CHECK(std::chrono::steady_clock::now() - start < 60s);
@@ -230,21 +245,25 @@ struct compose {
 
 }  // namespace
 
-TEST_CASE("stream: fused reduces in rank order, spread over shares, in place, for a non-commutative op") {
+TEST_CASE(
+    "stream: fused reduces in rank order, spread over shares, in place, for a non-commutative op") {
   for (int p : {1, 2, 5}) {
     world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
     auto comms = communicators_of(ranks);
     const std::size_t count = 200000;  // 3.2 MB: shares on every rank
     auto value = [](int rank, std::size_t i) {
-      return affine{static_cast<std::int64_t>(rank % 3 + 1), static_cast<std::int64_t>((i + 7 * rank) % 11)};
+      return affine{static_cast<std::int64_t>(rank % 3 + 1),
+                    static_cast<std::int64_t>((i + 7 * rank) % 11)};
     };
     std::vector<std::vector<affine>> data(static_cast<std::size_t>(p));
     for (int r = 0; r < p; ++r) {
-      for (std::size_t i = 0; i < count; ++i) data[static_cast<std::size_t>(r)].push_back(value(r, i));
+      for (std::size_t i = 0; i < count; ++i)
+        data[static_cast<std::size_t>(r)].push_back(value(r, i));
     }
     std::vector<weft::report> reports;
     for (int r = 0; r < p; ++r) {
-      reports.push_back(weft::allreduce(comms[static_cast<std::size_t>(r)], std::span<affine>(data[static_cast<std::size_t>(r)]),
+      reports.push_back(weft::allreduce(comms[static_cast<std::size_t>(r)],
+                                        std::span<affine>(data[static_cast<std::size_t>(r)]),
                                         compose{}, weft::fused{}));
     }
     synchronize_all(ranks);
@@ -270,24 +289,27 @@ TEST_CASE("stream: automatic picks fused where the world runs collectives whole"
   std::vector<std::vector<float>> data(3, std::vector<float>(1 << 20, 1.0f));
   for (int r = 0; r < 3; ++r) {
     for (std::size_t bytes : {std::size_t{8}, std::size_t{4} << 20}) {
-      const auto report = weft::allreduce(comms[static_cast<std::size_t>(r)],
-                                          std::span<float>(data[static_cast<std::size_t>(r)]).first(bytes / 4), weft::sum{});
+      const auto report = weft::allreduce(
+          comms[static_cast<std::size_t>(r)],
+          std::span<float>(data[static_cast<std::size_t>(r)]).first(bytes / 4), weft::sum{});
       CHECK(report.algorithm == "fused");
     }
   }
   synchronize_all(ranks);
-  CHECK(data[1][0] == 9.0f);   // the first 8 bytes took part in both calls: (1 * 3) * 3
+  CHECK(data[1][0] == 9.0f);  // the first 8 bytes took part in both calls: (1 * 3) * 3
   CHECK(data[2][100] == 3.0f);
 }
 
-TEST_CASE("stream: fused names the rank that never issued its part; sizes that differ are a mismatch") {
+TEST_CASE(
+    "stream: fused names the rank that never issued its part; sizes that differ are a mismatch") {
   {
     world_t ranks({}, {0, 0, 0});
     auto comms = communicators_of(ranks);
     std::vector<std::vector<float>> data(3, std::vector<float>(1000, 1.0f));
     const std::string said = timeout_without<weft::fused>(comms, data, 1);
     INFO(said);
-    CHECK(said.find("waits for rank(s) 1 to issue allreduce (algorithm fused)") != std::string::npos);
+    CHECK(said.find("waits for rank(s) 1 to issue allreduce (algorithm fused)") !=
+          std::string::npos);
     weft::stream::abort(comms[0], "rank 1 is gone");
     for (int r = 0; r < 3; ++r) CHECK_THROWS_AS(ranks.synchronize(r, 5s), weft::error);
   }
@@ -301,7 +323,8 @@ TEST_CASE("stream: fused names the rank that never issued its part; sizes that d
       FAIL("allreduce of 48 bytes met one of 40");
     } catch (const weft::error& failure) {
       CHECK(failure.code() == weft::errc::mismatch);
-      CHECK(std::string(failure.what()).find("rank 0 posted allreduce of 40 bytes") != std::string::npos);
+      CHECK(std::string(failure.what()).find("rank 0 posted allreduce of 40 bytes") !=
+            std::string::npos);
     }
     CHECK_THROWS_AS(ranks.synchronize(0, 5s), weft::error);  // released, and told why
   }

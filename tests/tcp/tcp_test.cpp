@@ -4,8 +4,8 @@
 // tests/multiprocess/multiprocess.py.
 #include "../collective_cases.hpp"
 #include "../consistency_cases.hpp"
-#include "../slice_in_flight.hpp"
 #include "../scoped_environment.hpp"
+#include "../slice_in_flight.hpp"
 #include "../transport_conformance.hpp"
 
 #include <weft/bootstrap/environment.hpp>
@@ -117,7 +117,8 @@ std::vector<std::uint32_t> pattern(std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) words[i] = static_cast<std::uint32_t>(i * 2654435761u);
   return words;
 }
-void check_pattern(const std::vector<std::uint32_t>& words, failures& sink, const std::string& when) {
+void check_pattern(const std::vector<std::uint32_t>& words, failures& sink,
+                   const std::string& when) {
   for (std::size_t i = 0; i < words.size(); ++i) {
     if (words[i] != static_cast<std::uint32_t>(i * 2654435761u)) {
       sink.add("rank 1: word " + std::to_string(i) + " wrong " + when);
@@ -163,7 +164,8 @@ TEST_CASE("calls that differ on one rank fail with mismatch on every rank over t
   }
 }
 
-TEST_CASE("alltoallv counts that differ between two ranks fail every rank with mismatch over tcp", "[tcp]") {
+TEST_CASE("alltoallv counts that differ between two ranks fail every rank with mismatch over tcp",
+          "[tcp]") {
   failures sink;
   job world(3);
   world.run(sink, [&](tcp_comm& comm) { splits_case(comm, sink); });
@@ -171,7 +173,8 @@ TEST_CASE("alltoallv counts that differ between two ranks fail every rank with m
   CHECK(sink.empty());
 }
 
-TEST_CASE("a user reduction that throws on one rank fails every rank's call with its text over tcp", "[tcp]") {
+TEST_CASE("a user reduction that throws on one rank fails every rank's call with its text over tcp",
+          "[tcp]") {
   for (const int thrower : {0, 3}) {
     INFO("rank " << thrower << " throws");
     failures sink;
@@ -188,7 +191,8 @@ TEST_CASE("every collective and algorithm over tcp, 1 to 5 ranks", "[tcp]") {
   const int p = GENERATE(1, 2, 3, 4, 5);
   job world(p);
   failures sink;
-  const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000, past_inbox()};
+  const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000,
+                                           past_inbox()};
   world.run(sink, [&](tcp_comm& comm) { collective_slice(comm, sink, counts); });
   INFO("ranks " << p << ": " << sink.summary());
   CHECK(sink.empty());
@@ -198,7 +202,8 @@ TEST_CASE("the collective slice as 3 calls in flight at once over tcp", "[tcp][n
   const int p = GENERATE(2, 3);
   job world(p);
   failures sink;
-  const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000, past_inbox()};
+  const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p) + 1, 1000,
+                                           past_inbox()};
   world.run(sink, [&](tcp_comm& comm) { collective_slice_in_flight(comm, sink, counts); });
   INFO("ranks " << p << ": " << sink.summary());
   CHECK(sink.empty());
@@ -229,7 +234,8 @@ TEST_CASE("large messages cross tcp intact, bitwise equal on every rank", "[tcp]
   CHECK(sink.empty());
 }
 
-TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; results stay exact", "[tcp]") {
+TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; results stay exact",
+          "[tcp]") {
   const std::size_t measured = weft::tuning::constants_for("tcp").reduce_chunk_bytes;
   REQUIRE(measured > 0);
   job world(3);
@@ -259,9 +265,13 @@ TEST_CASE("a reduction's pieces: the option's size, else tcp's measured one; res
     const std::size_t count = 3 * measured / sizeof(std::int64_t) + 7;
     for (const bool halving : {false, true}) {
       std::vector<std::int64_t> data(count);
-      for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::int64_t>(i) * (comm.rank() + 1);
-      if (halving) weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{}, weft::recursive_halving{});
-      else weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{}, weft::ring{});
+      for (std::size_t i = 0; i < count; ++i)
+        data[i] = static_cast<std::int64_t>(i) * (comm.rank() + 1);
+      if (halving)
+        weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{},
+                        weft::recursive_halving{});
+      else
+        weft::allreduce(comm, std::span<std::int64_t>(data), weft::sum{}, weft::ring{});
       for (std::size_t i = 0; i < count; ++i) {
         if (data[i] != static_cast<std::int64_t>(i) * 6) {
           sink.add("rank " + std::to_string(comm.rank()) + (halving ? " halving" : " ring") +
@@ -284,7 +294,8 @@ void exchange_rank(int rank, weft::tcp::transport& transport, failures& sink) {
   int mine = rank, theirs = -1;
   auto heard = transport.recv(1 - rank, writable_bytes_of(std::span(&theirs, 1)), 8);
   auto told = transport.send(1 - rank, bytes_of(std::span(&mine, 1)), 8);
-  if (!wait_for(transport, heard) || !wait_for(transport, told)) sink.add("rank " + std::to_string(rank) + ": no word");
+  if (!wait_for(transport, heard) || !wait_for(transport, told))
+    sink.add("rank " + std::to_string(rank) + ": no word");
   if (theirs != 1 - rank) sink.add("rank " + std::to_string(rank) + ": wrong word");
 }
 
@@ -294,31 +305,39 @@ struct host_choice {
   std::chrono::microseconds large_spin{-1};
 };
 
-std::array<host_choice, 2> choices_with_cpus(const std::array<std::vector<int>, 2>& cpus_of, failures& sink) {
+std::array<host_choice, 2> choices_with_cpus(const std::array<std::vector<int>, 2>& cpus_of,
+                                             failures& sink) {
   std::array<host_choice, 2> seen{};
   auto limit_cpus = [&cpus_of](int rank) {
     cpu_set_t mask;
     CPU_ZERO(&mask);
     for (const int cpu : cpus_of[static_cast<std::size_t>(rank)]) CPU_SET(cpu, &mask);
-    if (sched_setaffinity(0, sizeof(mask), &mask) != 0) throw std::runtime_error("sched_setaffinity failed");
+    if (sched_setaffinity(0, sizeof(mask), &mask) != 0)
+      throw std::runtime_error("sched_setaffinity failed");
   };
-  two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
-    seen[static_cast<std::size_t>(rank)] = {transport.receive_buffer_bytes(1 - rank),
-                                            transport.spin_before_sleep(8),
-                                            transport.spin_before_sleep(std::size_t{1} << 20)};
-    if (transport.receive_buffer_bytes(rank) != 0) sink.add("a buffer for a connection to itself");
-    exchange_rank(rank, transport, sink);
-  }, limit_cpus);
+  two_ranks(
+      sink,
+      [&](int rank, weft::tcp::transport& transport) {
+        seen[static_cast<std::size_t>(rank)] = {transport.receive_buffer_bytes(1 - rank),
+                                                transport.spin_before_sleep(8),
+                                                transport.spin_before_sleep(std::size_t{1} << 20)};
+        if (transport.receive_buffer_bytes(rank) != 0)
+          sink.add("a buffer for a connection to itself");
+        exchange_rank(rank, transport, sink);
+      },
+      limit_cpus);
   return seen;
 }
 
-TEST_CASE("ranks crowding one host's CPUs get small socket buffers and short polls between them", "[tcp]") {
+TEST_CASE("ranks crowding one host's CPUs get small socket buffers and short polls between them",
+          "[tcp]") {
   const weft::tcp::config defaults;
   failures sink;
   // Two ranks on one CPU: crowded. (Linux doubles what is asked; Asio reports it halved back.)
   // A wait polls for small_spin for a small message and sleeps after crowded_spin for a large one.
   for (const host_choice& seen : choices_with_cpus({{{0}, {0}}}, sink)) {
-    INFO("receive buffer " << seen.buffer << ", crowded size " << defaults.crowded_socket_buffer_bytes);
+    INFO("receive buffer " << seen.buffer << ", crowded size "
+                           << defaults.crowded_socket_buffer_bytes);
     CHECK((seen.buffer == defaults.crowded_socket_buffer_bytes ||
            seen.buffer == 2 * defaults.crowded_socket_buffer_bytes));
     CHECK(seen.small_spin == defaults.small_spin);
@@ -352,11 +371,15 @@ std::array<std::string, 2> congestion_with(const std::string& names, failures& s
   std::array<std::string, 2> seen;
   auto settings = test_config();
   settings.local_congestion = names;
-  two_ranks(sink, [&](int rank, weft::tcp::transport& transport) {
-    seen[static_cast<std::size_t>(rank)] = transport.congestion_control(1 - rank);
-    if (!transport.congestion_control(rank).empty()) sink.add("a congestion control for a connection to itself");
-    exchange_rank(rank, transport, sink);
-  }, {}, settings);
+  two_ranks(
+      sink,
+      [&](int rank, weft::tcp::transport& transport) {
+        seen[static_cast<std::size_t>(rank)] = transport.congestion_control(1 - rank);
+        if (!transport.congestion_control(rank).empty())
+          sink.add("a congestion control for a connection to itself");
+        exchange_rank(rank, transport, sink);
+      },
+      {}, settings);
   return seen;
 }
 
@@ -367,7 +390,9 @@ std::string system_congestion() {
   return name;
 }
 
-TEST_CASE("connections between ranks on one host take the first congestion control the kernel accepts", "[tcp]") {
+TEST_CASE(
+    "connections between ranks on one host take the first congestion control the kernel accepts",
+    "[tcp]") {
   failures sink;
   const std::string system = system_congestion();
   REQUIRE(!system.empty());
@@ -385,7 +410,8 @@ TEST_CASE("connections between ranks on one host take the first congestion contr
   CHECK(sink.empty());
 }
 
-TEST_CASE("socket buffers left to the kernel (socket_buffer_bytes 0) carry a large allreduce", "[tcp]") {
+TEST_CASE("socket buffers left to the kernel (socket_buffer_bytes 0) carry a large allreduce",
+          "[tcp]") {
   job world(3);
   failures sink;
   auto settings = test_config();
@@ -421,13 +447,17 @@ TEST_CASE("early messages' buffers are kept for the next ones, within their boun
         for (int round = 0; round < rounds; ++round) {
           std::vector<std::vector<std::uint8_t>> messages;
           for (std::size_t k = 0; k < sizes.size(); ++k) {
-            messages.emplace_back(sizes[k], static_cast<std::uint8_t>(round * 16 + static_cast<int>(k) + 1));
+            messages.emplace_back(sizes[k],
+                                  static_cast<std::uint8_t>(round * 16 + static_cast<int>(k) + 1));
           }
-          const auto tag = [&](std::size_t k) { return static_cast<weft::tag_t>(round * 10 + static_cast<int>(k)); };
+          const auto tag = [&](std::size_t k) {
+            return static_cast<weft::tag_t>(round * 10 + static_cast<int>(k));
+          };
           int word = 0;
           if (rank == 0) {
             std::vector<weft::tcp::transport::request> sends;
-            for (std::size_t k = 0; k < sizes.size(); ++k) sends.push_back(transport.send(1, bytes_of(messages[k]), tag(k)));
+            for (std::size_t k = 0; k < sizes.size(); ++k)
+              sends.push_back(transport.send(1, bytes_of(messages[k]), tag(k)));
             for (auto& send : sends) {
               if (!wait_for(transport, send)) sink.add("rank 0: a send did not complete");
             }
@@ -439,21 +469,27 @@ TEST_CASE("early messages' buffers are kept for the next ones, within their boun
           // Let every message arrive before its receive, so each one lands in an early buffer.
           auto probe = transport.recv(0, writable_bytes_of(std::span(&word, 1)), 999 + round);
           const auto deadline = std::chrono::steady_clock::now() + 20s;
-          while (transport.unexpected_bytes() < total && std::chrono::steady_clock::now() < deadline) {
+          while (transport.unexpected_bytes() < total &&
+                 std::chrono::steady_clock::now() < deadline) {
             transport.test(probe);
           }
-          if (transport.unexpected_bytes() < total) sink.add("round " + std::to_string(round) + ": messages did not arrive early");
+          if (transport.unexpected_bytes() < total)
+            sink.add("round " + std::to_string(round) + ": messages did not arrive early");
           for (std::size_t k = sizes.size(); k-- > 0;) {
             auto receive = transport.recv(0, writable_bytes_of(messages[k]), tag(k));
             const auto expected = static_cast<std::uint8_t>(round * 16 + static_cast<int>(k) + 1);
             if (!wait_for(transport, receive) ||
-                std::any_of(messages[k].begin(), messages[k].end(), [&](std::uint8_t x) { return x != expected; })) {
-              sink.add("round " + std::to_string(round) + ": message of " + std::to_string(sizes[k]) + " B wrong or missing");
+                std::any_of(messages[k].begin(), messages[k].end(),
+                            [&](std::uint8_t x) { return x != expected; })) {
+              sink.add("round " + std::to_string(round) + ": message of " +
+                       std::to_string(sizes[k]) + " B wrong or missing");
             }
           }
-          if (transport.kept_buffer_bytes() > settings.early_buffer_cache) sink.add("kept buffers above their bound");
+          if (transport.kept_buffer_bytes() > settings.early_buffer_cache)
+            sink.add("kept buffers above their bound");
           if (transport.kept_buffer_bytes() != kept) {
-            sink.add("round " + std::to_string(round) + ": kept " + std::to_string(transport.kept_buffer_bytes()) +
+            sink.add("round " + std::to_string(round) + ": kept " +
+                     std::to_string(transport.kept_buffer_bytes()) +
                      " B, expected the two messages that fit the cache");
           }
           auto next = transport.send(0, bytes_of(std::span(&word, 1)), 100 + round);
@@ -569,11 +605,13 @@ TEST_CASE("a receive posted while its message is arriving takes the rest straigh
       while (transport.unexpected_bytes() == 0 && std::chrono::steady_clock::now() < give_up) {
         transport.test(probe);
       }
-      if (transport.unexpected_bytes() != count * 4) sink.add("the message did not start arriving early");
+      if (transport.unexpected_bytes() != count * 4)
+        sink.add("the message did not start arriving early");
       std::vector<std::uint32_t> data(count);
       auto receive = transport.recv(0, writable_bytes_of(data), 7);
       // Taken over: the early copy is gone at once, not when the last byte arrives.
-      if (transport.unexpected_bytes() != 0) sink.add("the arriving message stayed in the unexpected queue");
+      if (transport.unexpected_bytes() != 0)
+        sink.add("the arriving message stayed in the unexpected queue");
       if (!wait_for(transport, receive)) sink.add("rank 1: the message never came");
       check_pattern(data, sink, "after the receive took over");
     }
@@ -605,7 +643,9 @@ TEST_CASE("messages of every size around the read path's edges cross intact, ear
       for (std::size_t at = 0; at < size; ++at) outgoing[i].push_back(byte_of(rank, i, at));
       incoming[i].assign(size, std::byte{0xee});
     }
-    auto post_receive = [&](std::size_t i) { receives.push_back(transport.recv(other, incoming[i], i)); };
+    auto post_receive = [&](std::size_t i) {
+      receives.push_back(transport.recv(other, incoming[i], i));
+    };
     for (std::size_t i = 0; i < messages / 2; ++i) post_receive(i);
     for (std::size_t i = 0; i < messages; ++i) {
       sends.push_back(transport.send(other, outgoing[i], i));
@@ -693,7 +733,8 @@ TEST_CASE("a failure notice goes out at once, even behind a message a peer is st
           std::vector<std::uint32_t> data(count);
           auto receive = transport.recv(0, writable_bytes_of(data), 7);
           rank2_reading = true;
-          if (!wait_for(transport, receive, 3s)) sink.add("rank 2: the rest of the message never came");
+          if (!wait_for(transport, receive, 3s))
+            sink.add("rank 2: the rest of the message never came");
           check_pattern(data, sink, "behind a failure notice");
           int more = 0;
           auto next = transport.recv(0, writable_bytes_of(std::span(&more, 1)), 8);
@@ -701,7 +742,8 @@ TEST_CASE("a failure notice goes out at once, even behind a message a peer is st
             wait_for(transport, next, 3s);
             sink.add("rank 2: no failure notice came");
           } catch (const weft::error& failure) {
-            if (std::string(failure.what()).find("rank 1 failed (reported by the test)") == std::string::npos) {
+            if (std::string(failure.what()).find("rank 1 failed (reported by the test)") ==
+                std::string::npos) {
               sink.add(std::string("rank 2: a different error: ") + failure.what());
             }
           }
@@ -782,7 +824,8 @@ TEST_CASE("start-up times out naming the rank that never came", "[tcp]") {
   }
 }
 
-TEST_CASE("ranks started for different world sizes all fail with mismatch naming both sizes", "[tcp]") {
+TEST_CASE("ranks started for different world sizes all fail with mismatch naming both sizes",
+          "[tcp]") {
   // Rank 0 is told the world has 2 ranks, ranks 1 and 2 that it has 3 (or the other way round):
   // every rank fails at start-up with mismatch, quickly, saying so (not a reset connection, and
   // not only in rank 0's log).
@@ -797,9 +840,11 @@ TEST_CASE("ranks started for different world sizes all fail with mismatch naming
       threads.emplace_back([&, rank] {
         const auto settings = test_config(10s);
         try {
-          weft::bootstrap::tcp_store meeting("127.0.0.1", server.port(), secret,
-                                             weft::deadline_clock::now() + settings.connect_timeout);
-          weft::tcp::transport transport(rank, rank == 0 ? rank0_size : others_size, &meeting, settings);
+          weft::bootstrap::tcp_store meeting(
+              "127.0.0.1", server.port(), secret,
+              weft::deadline_clock::now() + settings.connect_timeout);
+          weft::tcp::transport transport(rank, rank == 0 ? rank0_size : others_size, &meeting,
+                                         settings);
           messages[static_cast<std::size_t>(rank)] = "started";
         } catch (const weft::error& failure) {
           messages[static_cast<std::size_t>(rank)] = failure.what();
@@ -812,7 +857,8 @@ TEST_CASE("ranks started for different world sizes all fail with mismatch naming
       const std::string& message = messages[static_cast<std::size_t>(rank)];
       INFO("rank " << rank << ": " << message);
       CHECK(message.find("weft: mismatch: rank " + std::to_string(rank) + " could not start") == 0);
-      CHECK_THAT(message, Catch::Contains("world sizes differ: rank ") && Catch::Contains("of 2") && Catch::Contains("of 3"));
+      CHECK_THAT(message, Catch::Contains("world sizes differ: rank ") && Catch::Contains("of 2") &&
+                              Catch::Contains("of 3"));
     }
   }
 }
@@ -950,7 +996,9 @@ TEST_CASE("the TCP settings read their variables; unset ones keep the defaults",
   CHECK(defaults.crowded_spin == microseconds(50));
   CHECK(defaults.small_spin == microseconds(300));
   {
-    environment set({{"WEFT_TCP_SPIN_US", "7000"}, {"WEFT_TCP_CROWDED_SPIN_US", "80"}, {"WEFT_TCP_SMALL_SPIN_US", "900"}});
+    environment set({{"WEFT_TCP_SPIN_US", "7000"},
+                     {"WEFT_TCP_CROWDED_SPIN_US", "80"},
+                     {"WEFT_TCP_SMALL_SPIN_US", "900"}});
     const auto read = weft::tcp::config::from_environment();
     CHECK(read.spin == microseconds(7000));
     CHECK(read.crowded_spin == microseconds(80));
@@ -970,14 +1018,12 @@ TEST_CASE("the TCP settings read their variables; unset ones keep the defaults",
   }
 }
 
-TEST_CASE("the TCP settings take empty as the default and refuse what they cannot read",
-          "[tcp]") {
+TEST_CASE("the TCP settings take empty as the default and refuse what they cannot read", "[tcp]") {
   const weft::tcp::config defaults;
-  for (const char* name : {"WEFT_TIMEOUT_MS", "WEFT_TCP_UNEXPECTED_BYTES",
-                           "WEFT_TCP_EARLY_CACHE_BYTES", "WEFT_TCP_SOCKET_BUFFER",
-                           "WEFT_TCP_CROWDED_SOCKET_BUFFER", "WEFT_TCP_SPIN_US",
-                           "WEFT_TCP_CROWDED_SPIN_US", "WEFT_TCP_SMALL_SPIN_US",
-                           "WEFT_BIND_ADDRESS", "WEFT_SECRET"}) {
+  for (const char* name :
+       {"WEFT_TIMEOUT_MS", "WEFT_TCP_UNEXPECTED_BYTES", "WEFT_TCP_EARLY_CACHE_BYTES",
+        "WEFT_TCP_SOCKET_BUFFER", "WEFT_TCP_CROWDED_SOCKET_BUFFER", "WEFT_TCP_SPIN_US",
+        "WEFT_TCP_CROWDED_SPIN_US", "WEFT_TCP_SMALL_SPIN_US", "WEFT_BIND_ADDRESS", "WEFT_SECRET"}) {
     scoped_environment set(name, "");
     const auto read = weft::tcp::config::from_environment();
     CHECK(read.connect_timeout == defaults.connect_timeout);  // an empty timeout is not 0 ms
@@ -1005,10 +1051,15 @@ TEST_CASE("the TCP settings take empty as the default and refuse what they canno
     CHECK(read.crowded_socket_buffer_bytes == 512 << 10);
   }
   const std::vector<std::pair<const char*, const char*>> garbage = {
-      {"WEFT_TIMEOUT_MS", "abc"},          {"WEFT_TIMEOUT_MS", "-5"},          {"WEFT_TIMEOUT_MS", "0"},
-      {"WEFT_TCP_UNEXPECTED_BYTES", "1.5G"}, {"WEFT_TCP_EARLY_CACHE_BYTES", "-1"},
-      {"WEFT_TCP_SOCKET_BUFFER", "3G"},    {"WEFT_TCP_CROWDED_SOCKET_BUFFER", "lots"},
-      {"WEFT_TCP_SPIN_US", "20ms"},        {"WEFT_TCP_CROWDED_SPIN_US", "-50"},
+      {"WEFT_TIMEOUT_MS", "abc"},
+      {"WEFT_TIMEOUT_MS", "-5"},
+      {"WEFT_TIMEOUT_MS", "0"},
+      {"WEFT_TCP_UNEXPECTED_BYTES", "1.5G"},
+      {"WEFT_TCP_EARLY_CACHE_BYTES", "-1"},
+      {"WEFT_TCP_SOCKET_BUFFER", "3G"},
+      {"WEFT_TCP_CROWDED_SOCKET_BUFFER", "lots"},
+      {"WEFT_TCP_SPIN_US", "20ms"},
+      {"WEFT_TCP_CROWDED_SPIN_US", "-50"},
       {"WEFT_TCP_SMALL_SPIN_US", "1e3"}};
   for (const auto& [name, value] : garbage) {
     scoped_environment set(name, value);
@@ -1041,8 +1092,10 @@ TEST_CASE("a request that outlives its transport is harmless", "[tcp]") {
     auto transport = std::make_unique<weft::tcp::transport>(world.make(0));
     auto comm = std::make_unique<tcp_comm>(*transport, test_options());
     std::vector<float> buffer(16, -1.0f);
-    auto never_sent = comm->recv(1, weft::detail::bytes(reinterpret_cast<std::byte*>(buffer.data()), 64));
-    auto also = comm->send(1, weft::detail::const_bytes(reinterpret_cast<const std::byte*>(buffer.data()), 64), 7);
+    auto never_sent =
+        comm->recv(1, weft::detail::bytes(reinterpret_cast<std::byte*>(buffer.data()), 64));
+    auto also = comm->send(
+        1, weft::detail::const_bytes(reinterpret_cast<const std::byte*>(buffer.data()), 64), 7);
     comm.reset();
     transport.reset();  // closes the connections now: rank 1 sees the goodbye
     CHECK(buffer[0] == -1.0f);
@@ -1053,7 +1106,8 @@ TEST_CASE("a request that outlives its transport is harmless", "[tcp]") {
 TEST_CASE("split and dup communicators made and dropped in a loop leave no file or thread behind",
           "[tcp]") {
   auto count = [](const char* directory) {
-    return std::distance(std::filesystem::directory_iterator(directory), std::filesystem::directory_iterator{});
+    return std::distance(std::filesystem::directory_iterator(directory),
+                         std::filesystem::directory_iterator{});
   };
   failures sink;
   job world(3);

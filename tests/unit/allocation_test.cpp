@@ -35,25 +35,27 @@ void operator delete[](void* pointer, std::size_t) noexcept { std::free(pointer)
 
 TEST_CASE("the steady state allocates nothing", "[api]") {
   std::vector<std::size_t> counted(4, 999);
-  weft::inproc::run(4, [&](comm_t& comm) {
-    std::vector<float> data(100000, 1.0f);
-    std::vector<float> all(400000);
-    auto steady = [&] {
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::double_binary_tree{});
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::recursive_halving{});
-      weft::allreduce(comm, std::span<float>(data), weft::sum{});
-      weft::allgather(comm, std::span<const float>(data), std::span<float>(all), weft::bruck{});
-      weft::broadcast(comm, std::span<float>(data), 1, weft::binomial_tree{});
-      weft::barrier(comm);
-    };
-    steady();  // first call: scratch and request pools grow
-    allocations = 0;
-    counting_allocations = true;
-    steady();
-    counting_allocations = false;
-    counted[static_cast<std::size_t>(comm.rank())] = allocations;
-  }, test_options(65536));
+  weft::inproc::run(
+      4,
+      [&](comm_t& comm) {
+        std::vector<float> data(100000, 1.0f);
+        std::vector<float> all(400000);
+        auto steady = [&] {
+          weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+          weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::double_binary_tree{});
+          weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::recursive_halving{});
+          weft::allreduce(comm, std::span<float>(data), weft::sum{});
+          weft::allgather(comm, std::span<const float>(data), std::span<float>(all), weft::bruck{});
+          weft::broadcast(comm, std::span<float>(data), 1, weft::binomial_tree{});
+          weft::barrier(comm);
+        };
+        steady();  // first call: scratch and request pools grow
+        allocations = 0;
+        counting_allocations = true;
+        steady();
+        counting_allocations = false;
+        counted[static_cast<std::size_t>(comm.rank())] = allocations;
+      },
+      test_options(65536));
   for (std::size_t count : counted) CHECK(count == 0);
 }
-

@@ -94,7 +94,8 @@ TEST_CASE("non-commutative reductions keep rank order", "[api]") {
             if (comm.rank() == root) check("reduce binomial_tree", at_root);
             // reduce_scatter: rank r gets block r of the reduction of everyone's p*count vector
             std::vector<affine> all(count * static_cast<std::size_t>(p));
-            for (std::size_t i = 0; i < all.size(); ++i) all[i] = affine_value(comm.rank(), i % count);
+            for (std::size_t i = 0; i < all.size(); ++i)
+              all[i] = affine_value(comm.rank(), i % count);
             std::vector<affine> mine(count);
             weft::reduce_scatter(comm, std::span<const affine>(all), std::span<affine>(mine),
                                  compose{}, weft::direct{});
@@ -110,17 +111,20 @@ TEST_CASE("non-commutative reductions keep rank order", "[api]") {
 TEST_CASE("random floats give bitwise-identical results on every rank", "[api]") {
   for (int p : {2, 3, 5, 8, 13}) {
     const std::size_t count = 4099;
-    std::vector<std::vector<std::vector<float>>> results(6, std::vector<std::vector<float>>(static_cast<std::size_t>(p)));
+    std::vector<std::vector<std::vector<float>>> results(
+        6, std::vector<std::vector<float>>(static_cast<std::size_t>(p)));
     weft::inproc::run(
         p,
         [&](comm_t& comm) {
           std::mt19937 random(static_cast<unsigned>(comm.rank() * 7919 + 1));
           std::uniform_real_distribution<float> spread(-1e3f, 1e3f);
           std::vector<float> in(count);
-          for (auto& value : in) value = spread(random) * std::exp2(static_cast<float>(random() % 20) - 10.0f);
+          for (auto& value : in)
+            value = spread(random) * std::exp2(static_cast<float>(random() % 20) - 10.0f);
           auto run_one = [&](std::size_t slot, auto algorithm) {
             std::vector<float> out(count);
-            weft::allreduce(comm, std::span<const float>(in), std::span<float>(out), weft::sum{}, algorithm);
+            weft::allreduce(comm, std::span<const float>(in), std::span<float>(out), weft::sum{},
+                            algorithm);
             results[slot][static_cast<std::size_t>(comm.rank())] = out;
           };
           run_one(0, weft::ring{});
@@ -134,8 +138,9 @@ TEST_CASE("random floats give bitwise-identical results on every rank", "[api]")
     for (std::size_t slot = 0; slot < results.size(); ++slot) {
       for (int q = 1; q < p; ++q) {
         INFO("algorithm slot " << slot << " p=" << p << " rank " << q);
-        RANK_CHECK(std::memcmp(results[slot][0].data(), results[slot][static_cast<std::size_t>(q)].data(),
-                          count * sizeof(float)) == 0);
+        RANK_CHECK(std::memcmp(results[slot][0].data(),
+                               results[slot][static_cast<std::size_t>(q)].data(),
+                               count * sizeof(float)) == 0);
       }
     }
   }
@@ -148,12 +153,12 @@ TEST_CASE("each collective reports what ran", "[api]") {
     if (comm.rank() == 0) {
       RANK_CHECK(ring.algorithm == "ring");
       RANK_CHECK(ring.collective == "allreduce");
-      RANK_CHECK(ring.steps == 6);                // 2(p-1)
-      RANK_CHECK(ring.bytes_sent == 6000);        // 2(p-1)/p * 4000 bytes
+      RANK_CHECK(ring.steps == 6);          // 2(p-1)
+      RANK_CHECK(ring.bytes_sent == 6000);  // 2(p-1)/p * 4000 bytes
     }
     const auto tree = weft::broadcast(comm, std::span<float>(data), 0, weft::binomial_tree{});
     if (comm.rank() == 0) {
-      RANK_CHECK(tree.steps == 2);                // the root sends to 2 children
+      RANK_CHECK(tree.steps == 2);  // the root sends to 2 children
       RANK_CHECK(tree.bytes_sent == 8000);
     }
     const auto barrier = weft::barrier(comm);
@@ -165,9 +170,11 @@ TEST_CASE("automatic picks by message size and the same algorithm on every rank"
   std::vector<std::string> small(8), large(8);
   weft::inproc::run(8, [&](comm_t& comm) {
     std::vector<float> one(2, 1.0f);
-    small[static_cast<std::size_t>(comm.rank())] = std::string(weft::allreduce(comm, std::span<float>(one)).algorithm);
+    small[static_cast<std::size_t>(comm.rank())] =
+        std::string(weft::allreduce(comm, std::span<float>(one)).algorithm);
     std::vector<float> big(std::size_t{1} << 21, 1.0f);
-    large[static_cast<std::size_t>(comm.rank())] = std::string(weft::allreduce(comm, std::span<float>(big)).algorithm);
+    large[static_cast<std::size_t>(comm.rank())] =
+        std::string(weft::allreduce(comm, std::span<float>(big)).algorithm);
     RANK_CHECK(big[12345] == 8.0f);
   });
   for (int r = 1; r < 8; ++r) {
@@ -175,17 +182,21 @@ TEST_CASE("automatic picks by message size and the same algorithm on every rank"
     RANK_CHECK(large[static_cast<std::size_t>(r)] == large[0]);
   }
   RANK_CHECK((small[0] == "direct" || small[0] == "recursive_doubling"));
-  RANK_CHECK((large[0] == "ring" || large[0] == "recursive_halving" || large[0] == "double_binary_tree"));
+  RANK_CHECK(
+      (large[0] == "ring" || large[0] == "recursive_halving" || large[0] == "double_binary_tree"));
 }
 
 TEST_CASE("a reduction's pieces follow chunk_bytes where the transport measured none", "[api]") {
   REQUIRE(weft::tuning::constants_for("inproc").reduce_chunk_bytes == 0);
   auto settings = test_options(4096);
   settings.reduce_chunk_bytes = 0;
-  weft::inproc::run(2, [&](comm_t& comm) {
-    RANK_CHECK(comm.reduce_chunk_bytes(4) == 4096);
-    RANK_CHECK(comm.pipeline_bytes(weft::collective::allreduce) == 4096);
-  }, settings);
+  weft::inproc::run(
+      2,
+      [&](comm_t& comm) {
+        RANK_CHECK(comm.reduce_chunk_bytes(4) == 4096);
+        RANK_CHECK(comm.pipeline_bytes(weft::collective::allreduce) == 4096);
+      },
+      settings);
   {
     scoped_env pieces("WEFT_REDUCE_CHUNK_BYTES", "65536");
     CHECK(weft::options::from_environment().reduce_chunk_bytes == 65536);
@@ -219,90 +230,121 @@ TEST_CASE("WEFT_ALGO overrides automatic, and refuses what cannot run", "[api]")
   }
   {
     scoped_env env("WEFT_ALGO", "allreduce=bruck");
-    auto messages = errors_on_ranks(2, [](comm_t& comm) {
-      std::vector<int> data(10, 1);
-      weft::allreduce(comm, std::span<int>(data));
-    }, test_options());
+    auto messages = errors_on_ranks(
+        2,
+        [](comm_t& comm) {
+          std::vector<int> data(10, 1);
+          weft::allreduce(comm, std::span<int>(data));
+        },
+        test_options());
     for (const auto& message : messages) {
-      CHECK_THAT(message, Contains("invalid_argument") && Contains("'bruck'") && Contains("choose one of"));
+      CHECK_THAT(message,
+                 Contains("invalid_argument") && Contains("'bruck'") && Contains("choose one of"));
     }
   }
   {
     scoped_env env("WEFT_ALGO", "allreduce=ring");
-    auto messages = errors_on_ranks(2, [](comm_t& comm) {
-      std::vector<affine> data(3, affine{1, 1});
-      weft::allreduce(comm, std::span<affine>(data), compose{});
-    }, test_options());
+    auto messages = errors_on_ranks(
+        2,
+        [](comm_t& comm) {
+          std::vector<affine> data(3, affine{1, 1});
+          weft::allreduce(comm, std::span<affine>(data), compose{});
+        },
+        test_options());
     for (const auto& message : messages) CHECK_THAT(message, Contains("non-commutative"));
   }
 }
 
 TEST_CASE("bad arguments throw invalid_argument before anything is sent", "[api][errors]") {
   auto expect_invalid = [](auto&& call, const char* fragment) {
-    auto messages = errors_on_ranks(3, [&](comm_t& comm) {
-      call(comm);
-    }, test_options());
+    auto messages = errors_on_ranks(
+        3, [&](comm_t& comm) { call(comm); }, test_options());
     for (const auto& message : messages) {
-      CHECK_THAT(message, Contains("invalid_argument") && Contains(fragment) && Contains("nothing was sent"));
+      CHECK_THAT(message, Contains("invalid_argument") && Contains(fragment) &&
+                              Contains("nothing was sent"));
     }
   };
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> mine(4), all(11);
-    weft::allgather(comm, std::span<const int>(mine), std::span<int>(all));
-  }, "allgather: the output has 11 elements but must have 12");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> data(4);
-    weft::broadcast(comm, std::span<int>(data), 3);
-  }, "root 3 is not a rank");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> data(4);
-    weft::reduce(comm, std::span<int>(data), weft::sum{}, -1);
-  }, "root -1");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> buffer(12);
-    weft::alltoall(comm, std::span<const int>(buffer).first(9), std::span<int>(buffer).subspan(3));
-  }, "overlap");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> in(10), out(10);
-    weft::alltoall(comm, std::span<const int>(in), std::span<int>(out));
-  }, "not a multiple");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> in(5), out(4);
-    weft::allreduce(comm, std::span<const int>(in), std::span<int>(out));
-  }, "the output has 4 elements but must have 5");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> in(6), out(2);
-    std::vector<std::size_t> counts = {2, 2};
-    weft::alltoallv(comm, std::span<const int>(in), std::span<const std::size_t>(counts),
-                    std::span<int>(out), std::span<const std::size_t>(counts));
-  }, "in_counts has 2 elements but must have 3");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> out(2);
-    weft::send(comm, std::span<const int>(out), 3);
-  }, "send: peer 3 is not a rank");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> in(2);
-    weft::recv(comm, std::span<int>(in), -2);
-  }, "recv: peer -2 is not a rank");
-  expect_invalid([](comm_t& comm) {
-    std::vector<int> out(2);
-    weft::send(comm, std::span<const int>(out), (comm.rank() + 1) % 3, -1);
-  }, "send: tag -1 is negative");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> mine(4), all(11);
+        weft::allgather(comm, std::span<const int>(mine), std::span<int>(all));
+      },
+      "allgather: the output has 11 elements but must have 12");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> data(4);
+        weft::broadcast(comm, std::span<int>(data), 3);
+      },
+      "root 3 is not a rank");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> data(4);
+        weft::reduce(comm, std::span<int>(data), weft::sum{}, -1);
+      },
+      "root -1");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> buffer(12);
+        weft::alltoall(comm, std::span<const int>(buffer).first(9),
+                       std::span<int>(buffer).subspan(3));
+      },
+      "overlap");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> in(10), out(10);
+        weft::alltoall(comm, std::span<const int>(in), std::span<int>(out));
+      },
+      "not a multiple");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> in(5), out(4);
+        weft::allreduce(comm, std::span<const int>(in), std::span<int>(out));
+      },
+      "the output has 4 elements but must have 5");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> in(6), out(2);
+        std::vector<std::size_t> counts = {2, 2};
+        weft::alltoallv(comm, std::span<const int>(in), std::span<const std::size_t>(counts),
+                        std::span<int>(out), std::span<const std::size_t>(counts));
+      },
+      "in_counts has 2 elements but must have 3");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> out(2);
+        weft::send(comm, std::span<const int>(out), 3);
+      },
+      "send: peer 3 is not a rank");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> in(2);
+        weft::recv(comm, std::span<int>(in), -2);
+      },
+      "recv: peer -2 is not a rank");
+  expect_invalid(
+      [](comm_t& comm) {
+        std::vector<int> out(2);
+        weft::send(comm, std::span<const int>(out), (comm.rank() + 1) % 3, -1);
+      },
+      "send: tag -1 is negative");
 
   // After rejected calls on every rank, the communicator still works: nothing was sent.
-  weft::inproc::run(3, [](comm_t& comm) {
-    std::vector<int> mine(4, comm.rank()), all(11);
-    bool rejected = false;
-    try {
-      weft::allgather(comm, std::span<const int>(mine), std::span<int>(all));
-    } catch (const weft::error&) {
-      rejected = true;
-    }
-    RANK_CHECK(rejected);
-    std::vector<int> data(4, 1);
-    weft::allreduce(comm, std::span<int>(data));
-    RANK_CHECK(data[0] == 3);
-  }, test_options());
+  weft::inproc::run(
+      3,
+      [](comm_t& comm) {
+        std::vector<int> mine(4, comm.rank()), all(11);
+        bool rejected = false;
+        try {
+          weft::allgather(comm, std::span<const int>(mine), std::span<int>(all));
+        } catch (const weft::error&) {
+          rejected = true;
+        }
+        RANK_CHECK(rejected);
+        std::vector<int> data(4, 1);
+        weft::allreduce(comm, std::span<int>(data));
+        RANK_CHECK(data[0] == 3);
+      },
+      test_options());
 }
 
 TEST_CASE("check mode turns mismatched calls into mismatch errors on every rank", "[api][errors]") {
@@ -310,65 +352,90 @@ TEST_CASE("check mode turns mismatched calls into mismatch errors on every rank"
   settings.check = true;
   settings.timeout = std::chrono::seconds(10);
   auto expect_mismatch = [&](auto&& call, const char* fragment) {
-    auto messages = errors_on_ranks(3, [&](comm_t& comm) { call(comm); }, settings);
+    auto messages = errors_on_ranks(
+        3, [&](comm_t& comm) { call(comm); }, settings);
     for (const auto& message : messages) {
       INFO(message);
       CHECK_THAT(message, Contains("mismatch") && Contains(fragment));
     }
     for (const auto& message : messages) RANK_CHECK(message == messages[0]);
   };
-  expect_mismatch([](comm_t& comm) {  // different collectives
-    std::vector<float> data(8, 1.0f);
-    if (comm.rank() == 2) weft::broadcast(comm, std::span<float>(data), 0);
-    else weft::allreduce(comm, std::span<float>(data));
-  }, "rank 2 called broadcast(count 8, float32, root 0");
-  expect_mismatch([](comm_t& comm) {  // different counts
-    std::vector<float> data(comm.rank() == 1 ? 9 : 8, 1.0f);
-    weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-  }, "count 9");
-  expect_mismatch([](comm_t& comm) {  // different types
-    std::vector<double> wide(8, 1.0);
-    std::vector<float> narrow(8, 1.0f);
-    if (comm.rank() == 1) weft::allreduce(comm, std::span<double>(wide), weft::sum{}, weft::ring{});
-    else weft::allreduce(comm, std::span<float>(narrow), weft::sum{}, weft::ring{});
-  }, "float64");
-  expect_mismatch([](comm_t& comm) {  // different ops
-    std::vector<int> data(8, 1);
-    if (comm.rank() == 2) weft::allreduce(comm, std::span<int>(data), weft::max{}, weft::ring{});
-    else weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
-  }, "max");
-  expect_mismatch([](comm_t& comm) {  // different roots
-    std::vector<int> data(8, 1);
-    weft::broadcast(comm, std::span<int>(data), comm.rank() == 0 ? 1 : 0, weft::binomial_tree{});
-  }, "root 1");
-  expect_mismatch([](comm_t& comm) {  // alltoallv counts that do not pair up
-    const std::size_t p = 3;
-    std::vector<std::size_t> in_counts(p, 2), out_counts(p, 2);
-    if (comm.rank() == 1) out_counts[0] = 3;
-    std::vector<int> in(6), out(comm.rank() == 1 ? 7 : 6);
-    weft::alltoallv(comm, std::span<const int>(in), std::span<const std::size_t>(in_counts),
-                    std::span<int>(out), std::span<const std::size_t>(out_counts));
-  }, "rank 0 sends 2 elements to rank 1, which expects 3");
+  expect_mismatch(
+      [](comm_t& comm) {  // different collectives
+        std::vector<float> data(8, 1.0f);
+        if (comm.rank() == 2)
+          weft::broadcast(comm, std::span<float>(data), 0);
+        else
+          weft::allreduce(comm, std::span<float>(data));
+      },
+      "rank 2 called broadcast(count 8, float32, root 0");
+  expect_mismatch(
+      [](comm_t& comm) {  // different counts
+        std::vector<float> data(comm.rank() == 1 ? 9 : 8, 1.0f);
+        weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+      },
+      "count 9");
+  expect_mismatch(
+      [](comm_t& comm) {  // different types
+        std::vector<double> wide(8, 1.0);
+        std::vector<float> narrow(8, 1.0f);
+        if (comm.rank() == 1)
+          weft::allreduce(comm, std::span<double>(wide), weft::sum{}, weft::ring{});
+        else
+          weft::allreduce(comm, std::span<float>(narrow), weft::sum{}, weft::ring{});
+      },
+      "float64");
+  expect_mismatch(
+      [](comm_t& comm) {  // different ops
+        std::vector<int> data(8, 1);
+        if (comm.rank() == 2)
+          weft::allreduce(comm, std::span<int>(data), weft::max{}, weft::ring{});
+        else
+          weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+      },
+      "max");
+  expect_mismatch(
+      [](comm_t& comm) {  // different roots
+        std::vector<int> data(8, 1);
+        weft::broadcast(comm, std::span<int>(data), comm.rank() == 0 ? 1 : 0,
+                        weft::binomial_tree{});
+      },
+      "root 1");
+  expect_mismatch(
+      [](comm_t& comm) {  // alltoallv counts that do not pair up
+        const std::size_t p = 3;
+        std::vector<std::size_t> in_counts(p, 2), out_counts(p, 2);
+        if (comm.rank() == 1) out_counts[0] = 3;
+        std::vector<int> in(6), out(comm.rank() == 1 ? 7 : 6);
+        weft::alltoallv(comm, std::span<const int>(in), std::span<const std::size_t>(in_counts),
+                        std::span<int>(out), std::span<const std::size_t>(out_counts));
+      },
+      "rank 0 sends 2 elements to rank 1, which expects 3");
 
-  expect_mismatch([](comm_t& comm) {  // allgatherv counts that disagree
-    std::vector<std::size_t> counts = {1, 2, 3};
-    if (comm.rank() == 2) counts = {4, 2, 0};  // same total, different split
-    std::vector<int> mine(counts[static_cast<std::size_t>(comm.rank())]), all(6);
-    weft::allgatherv(comm, std::span<const int>(mine), std::span<int>(all),
-                     std::span<const std::size_t>(counts), weft::ring{});
-  }, "rank 2 sends 0 elements to rank 0, which expects 3");
+  expect_mismatch(
+      [](comm_t& comm) {  // allgatherv counts that disagree
+        std::vector<std::size_t> counts = {1, 2, 3};
+        if (comm.rank() == 2) counts = {4, 2, 0};  // same total, different split
+        std::vector<int> mine(counts[static_cast<std::size_t>(comm.rank())]), all(6);
+        weft::allgatherv(comm, std::span<const int>(mine), std::span<int>(all),
+                         std::span<const std::size_t>(counts), weft::ring{});
+      },
+      "rank 2 sends 0 elements to rank 0, which expects 3");
 
   // Matching calls pass the check and run.
-  weft::inproc::run(3, [](comm_t& comm) {
-    std::vector<int> data(5, 2);
-    weft::allreduce(comm, std::span<int>(data));
-    RANK_CHECK(data[4] == 6);
-    std::vector<std::size_t> counts = {1, 2, 3};
-    std::vector<int> mine(counts[static_cast<std::size_t>(comm.rank())], comm.rank()), all(6);
-    weft::allgatherv(comm, std::span<const int>(mine), std::span<int>(all),
-                     std::span<const std::size_t>(counts), weft::ring{});
-    RANK_CHECK((all == std::vector<int>{0, 1, 1, 2, 2, 2}));
-  }, settings);
+  weft::inproc::run(
+      3,
+      [](comm_t& comm) {
+        std::vector<int> data(5, 2);
+        weft::allreduce(comm, std::span<int>(data));
+        RANK_CHECK(data[4] == 6);
+        std::vector<std::size_t> counts = {1, 2, 3};
+        std::vector<int> mine(counts[static_cast<std::size_t>(comm.rank())], comm.rank()), all(6);
+        weft::allgatherv(comm, std::span<const int>(mine), std::span<int>(all),
+                         std::span<const std::size_t>(counts), weft::ring{});
+        RANK_CHECK((all == std::vector<int>{0, 1, 1, 2, 2, 2}));
+      },
+      settings);
 }
 
 TEST_CASE("a rank that never calls makes the others time out, naming everything", "[api][errors]") {
@@ -376,30 +443,35 @@ TEST_CASE("a rank that never calls makes the others time out, naming everything"
   settings.timeout = std::chrono::milliseconds(300);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> after(3);
-  auto messages = errors_on_ranks(3, [&](comm_t& comm) {
-    if (comm.rank() == 2) return;  // never calls
-    std::vector<float> data(100, 1.0f);
-    try {
-      weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-    } catch (const weft::error&) {
-      try {  // the communicator now refuses further calls
-        weft::barrier(comm);
-      } catch (const weft::error& refused) {
-        after[static_cast<std::size_t>(comm.rank())] = refused.what();
-      }
-      throw;
-    }
-  }, settings);
+  auto messages = errors_on_ranks(
+      3,
+      [&](comm_t& comm) {
+        if (comm.rank() == 2) return;  // never calls
+        std::vector<float> data(100, 1.0f);
+        try {
+          weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+        } catch (const weft::error&) {
+          try {  // the communicator now refuses further calls
+            weft::barrier(comm);
+          } catch (const weft::error& refused) {
+            after[static_cast<std::size_t>(comm.rank())] = refused.what();
+          }
+          throw;
+        }
+      },
+      settings);
   const auto elapsed = std::chrono::steady_clock::now() - start;
   RANK_CHECK(elapsed < std::chrono::seconds(5));
   for (int r = 0; r < 2; ++r) {
     const auto& message = messages[static_cast<std::size_t>(r)];
     INFO(message);
     // (the rank that timed out first tells the other, which names it: "timed out waiting for")
-    CHECK_THAT(message, (Contains("timeout") || Contains("timed out")) && Contains("rank " + std::to_string(r)) &&
-                            Contains("rank 2") && Contains("allreduce") &&
-                            Contains("algorithm ring") && Contains("step"));
-    CHECK_THAT(after[static_cast<std::size_t>(r)], Contains("refuses barrier") && Contains("build a new communicator"));
+    CHECK_THAT(message, (Contains("timeout") || Contains("timed out")) &&
+                            Contains("rank " + std::to_string(r)) && Contains("rank 2") &&
+                            Contains("allreduce") && Contains("algorithm ring") &&
+                            Contains("step"));
+    CHECK_THAT(after[static_cast<std::size_t>(r)],
+               Contains("refuses barrier") && Contains("build a new communicator"));
   }
   RANK_CHECK(messages[2].empty());
 }
@@ -410,23 +482,27 @@ TEST_CASE("a rank that fails makes the others fail at once with peer_lost", "[ap
   std::vector<std::string> messages(4);
   const auto start = std::chrono::steady_clock::now();
   try {
-    weft::inproc::run(4, [&](comm_t& comm) {
-      if (comm.rank() == 3) throw std::runtime_error("rank 3 ran out of memory");
-      std::vector<float> data(100, 1.0f);
-      try {
-        weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-      } catch (const weft::error& failure) {
-        messages[static_cast<std::size_t>(comm.rank())] = failure.what();
-        throw;
-      }
-    }, settings);
+    weft::inproc::run(
+        4,
+        [&](comm_t& comm) {
+          if (comm.rank() == 3) throw std::runtime_error("rank 3 ran out of memory");
+          std::vector<float> data(100, 1.0f);
+          try {
+            weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
+          } catch (const weft::error& failure) {
+            messages[static_cast<std::size_t>(comm.rank())] = failure.what();
+            throw;
+          }
+        },
+        settings);
     FAIL("run should rethrow the failing rank's exception");
   } catch (const std::runtime_error& first) {
     CHECK_THAT(std::string(first.what()), Contains("rank 3 ran out of memory"));
   }
   RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
   for (int r = 0; r < 3; ++r) {
-    CHECK_THAT(messages[static_cast<std::size_t>(r)], Contains("peer_lost") && Contains("rank 3 failed"));
+    CHECK_THAT(messages[static_cast<std::size_t>(r)],
+               Contains("peer_lost") && Contains("rank 3 failed"));
   }
 }
 
@@ -438,7 +514,8 @@ TEST_CASE("split groups run collectives concurrently without mixing messages", "
     auto tensor = world.split(r / 4, r);
     auto pipeline = world.split(r % 4, -r);  // keys reverse the order
     if (tensor.size() != 4 || tensor.rank() != r % 4) sink.add("tensor group shape");
-    if (pipeline.size() != 2 || pipeline.rank() != (r < 4 ? 1 : 0)) sink.add("pipeline group shape");
+    if (pipeline.size() != 2 || pipeline.rank() != (r < 4 ? 1 : 0))
+      sink.add("pipeline group shape");
     for (int round = 0; round < 20; ++round) {
       std::vector<int> a(37, r + round), b(37, r * 10);
       weft::allreduce(tensor, std::span<int>(a), weft::sum{}, weft::ring{});
@@ -460,75 +537,96 @@ TEST_CASE("split groups run collectives concurrently without mixing messages", "
 }
 
 TEST_CASE("send and recv with user tags, including to self", "[api]") {
-  weft::inproc::run(3, [](comm_t& comm) {
-    const int r = comm.rank();
-    const int next = (r + 1) % 3;
-    const int previous = (r + 2) % 3;
-    std::vector<int> out = {r, r * 2}, in(2);
-    if (r % 2 == 0) {
-      weft::send(comm, std::span<const int>(out), next, 7);
-      weft::recv(comm, std::span<int>(in), previous, 7);
-    } else {
-      weft::recv(comm, std::span<int>(in), previous, 7);
-      weft::send(comm, std::span<const int>(out), next, 7);
-    }
-    RANK_CHECK(in[0] == previous);
-    RANK_CHECK(in[1] == previous * 2);
-  }, test_options());
+  weft::inproc::run(
+      3,
+      [](comm_t& comm) {
+        const int r = comm.rank();
+        const int next = (r + 1) % 3;
+        const int previous = (r + 2) % 3;
+        std::vector<int> out = {r, r * 2}, in(2);
+        if (r % 2 == 0) {
+          weft::send(comm, std::span<const int>(out), next, 7);
+          weft::recv(comm, std::span<int>(in), previous, 7);
+        } else {
+          weft::recv(comm, std::span<int>(in), previous, 7);
+          weft::send(comm, std::span<const int>(out), next, 7);
+        }
+        RANK_CHECK(in[0] == previous);
+        RANK_CHECK(in[1] == previous * 2);
+      },
+      test_options());
 }
 
 TEST_CASE("send and recv between two ranks leave the others' collectives in step", "[api]") {
   // Only ranks 0 and 1 make the point-to-point calls; the collectives after them must still
   // pair every rank's calls, and the flight records number the collectives alike everywhere.
-  weft::inproc::run(3, [](comm_t& comm) {
-    const int r = comm.rank();
-    std::vector<int> data(4, r + 1);
-    weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
-    if (r == 0) weft::send(comm, std::span<const int>(data), 1, 5);
-    if (r == 1) weft::recv(comm, std::span<int>(data), 0, 5);
-    std::vector<int> swapped(data.size(), -1);
-    if (r == 1) weft::sendrecv(comm, std::span<const int>(data), 0, std::span<int>(swapped), 0, 6);
-    if (r == 0) weft::sendrecv(comm, std::span<const int>(data), 1, std::span<int>(swapped), 1, 6);
-    if (r < 2) RANK_CHECK(swapped[0] == 6);
-    weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
-    RANK_CHECK(data[0] == 18);
-    weft::broadcast(comm, std::span<int>(data), 2);
-    RANK_CHECK(data[3] == 18);
-    const auto kept = comm.recorder()->calls();
-    RANK_CHECK(kept.back().number == 3);
-    RANK_CHECK(kept.back().signature.kind == weft::collective::broadcast);
-  }, test_options());
+  weft::inproc::run(
+      3,
+      [](comm_t& comm) {
+        const int r = comm.rank();
+        std::vector<int> data(4, r + 1);
+        weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+        if (r == 0) weft::send(comm, std::span<const int>(data), 1, 5);
+        if (r == 1) weft::recv(comm, std::span<int>(data), 0, 5);
+        std::vector<int> swapped(data.size(), -1);
+        if (r == 1)
+          weft::sendrecv(comm, std::span<const int>(data), 0, std::span<int>(swapped), 0, 6);
+        if (r == 0)
+          weft::sendrecv(comm, std::span<const int>(data), 1, std::span<int>(swapped), 1, 6);
+        if (r < 2) RANK_CHECK(swapped[0] == 6);
+        weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+        RANK_CHECK(data[0] == 18);
+        weft::broadcast(comm, std::span<int>(data), 2);
+        RANK_CHECK(data[3] == 18);
+        const auto kept = comm.recorder()->calls();
+        RANK_CHECK(kept.back().number == 3);
+        RANK_CHECK(kept.back().signature.kind == weft::collective::broadcast);
+      },
+      test_options());
 }
 
 TEST_CASE("sendrecv shifts around a ring in one call and checks its arguments", "[api]") {
   for (int p : {1, 2, 5}) {
-    weft::inproc::run(p, [p](comm_t& comm) {
-      const int r = comm.rank();
-      const int next = (r + 1) % p;
-      const int previous = (r + p - 1) % p;
-      std::vector<double> out(1000), in(1000, -1.0);
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = r * 10000.0 + static_cast<double>(i);
-      const auto done = weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(in), previous, 3);
-      RANK_CHECK(done.algorithm == "direct");
-      for (std::size_t i = 0; i < in.size(); ++i) RANK_CHECK(in[i] == previous * 10000.0 + static_cast<double>(i));
-      // Bad peers and overlapping buffers are refused before anything is posted.
-      auto refused = [&](auto&& call) {
-        try {
-          call();
-        } catch (const weft::error& failure) {
-          return failure.code() == weft::errc::invalid_argument &&
-                 std::string(failure.what()).find("sendrecv") != std::string::npos;
-        }
-        return false;
-      };
-      RANK_CHECK(refused([&] { weft::sendrecv(comm, std::span<const double>(out), p, std::span<double>(in), previous); }));
-      RANK_CHECK(refused([&] { weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(in), -1); }));
-      RANK_CHECK(refused([&] { weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(out), previous); }));
-      // The world is still usable after the refusals.
-      std::vector<int> one(1, 1);
-      weft::allreduce(comm, std::span<int>(one));
-      RANK_CHECK(one[0] == p);
-    }, test_options());
+    weft::inproc::run(
+        p,
+        [p](comm_t& comm) {
+          const int r = comm.rank();
+          const int next = (r + 1) % p;
+          const int previous = (r + p - 1) % p;
+          std::vector<double> out(1000), in(1000, -1.0);
+          for (std::size_t i = 0; i < out.size(); ++i)
+            out[i] = r * 10000.0 + static_cast<double>(i);
+          const auto done = weft::sendrecv(comm, std::span<const double>(out), next,
+                                           std::span<double>(in), previous, 3);
+          RANK_CHECK(done.algorithm == "direct");
+          for (std::size_t i = 0; i < in.size(); ++i)
+            RANK_CHECK(in[i] == previous * 10000.0 + static_cast<double>(i));
+          // Bad peers and overlapping buffers are refused before anything is posted.
+          auto refused = [&](auto&& call) {
+            try {
+              call();
+            } catch (const weft::error& failure) {
+              return failure.code() == weft::errc::invalid_argument &&
+                     std::string(failure.what()).find("sendrecv") != std::string::npos;
+            }
+            return false;
+          };
+          RANK_CHECK(refused([&] {
+            weft::sendrecv(comm, std::span<const double>(out), p, std::span<double>(in), previous);
+          }));
+          RANK_CHECK(refused([&] {
+            weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(in), -1);
+          }));
+          RANK_CHECK(refused([&] {
+            weft::sendrecv(comm, std::span<const double>(out), next, std::span<double>(out),
+                           previous);
+          }));
+          // The world is still usable after the refusals.
+          std::vector<int> one(1, 1);
+          weft::allreduce(comm, std::span<int>(one));
+          RANK_CHECK(one[0] == p);
+        },
+        test_options());
   }
 }
 
@@ -536,15 +634,15 @@ TEST_CASE("bfloat16 and half round to nearest even", "[types]") {
   CHECK(weft::bfloat16(1.0f).bits == 0x3f80);
   CHECK(weft::bfloat16(-2.0f).bits == 0xc000);
   CHECK(float(weft::bfloat16::from_bits(0x3f81)) == 1.0078125f);
-  CHECK(weft::bfloat16(1.00390625f).bits == 0x3f80);   // halfway, rounds to even
-  CHECK(weft::bfloat16(1.01171875f).bits == 0x3f82);   // halfway, rounds to even (up)
+  CHECK(weft::bfloat16(1.00390625f).bits == 0x3f80);  // halfway, rounds to even
+  CHECK(weft::bfloat16(1.01171875f).bits == 0x3f82);  // halfway, rounds to even (up)
   CHECK(weft::half(1.0f).bits == 0x3c00);
   CHECK(weft::half(0.1f).bits == 0x2e66);
   CHECK(weft::half(65504.0f).bits == 0x7bff);
-  CHECK(weft::half(65520.0f).bits == 0x7c00);           // rounds up to infinity
-  CHECK(weft::half(0x1p-24f).bits == 0x0001);           // smallest subnormal
-  CHECK(weft::half(0x1p-25f).bits == 0x0000);           // halfway to zero, rounds to even
-  CHECK(weft::half(-0x1p-14f).bits == 0x8400);          // smallest normal
+  CHECK(weft::half(65520.0f).bits == 0x7c00);            // rounds up to infinity
+  CHECK(weft::half(0x1p-24f).bits == 0x0001);            // smallest subnormal
+  CHECK(weft::half(0x1p-25f).bits == 0x0000);            // halfway to zero, rounds to even
+  CHECK(weft::half(-0x1p-14f).bits == 0x8400);           // smallest normal
   for (std::uint32_t bits = 0; bits < 0x7c00; ++bits) {  // every finite half survives a round trip
     const auto value = weft::half::from_bits(static_cast<std::uint16_t>(bits));
     REQUIRE(weft::half(float(value)).bits == bits);
@@ -556,7 +654,8 @@ TEST_CASE("bfloat16 and half round to nearest even", "[types]") {
   });
 }
 
-TEST_CASE("double binary tree: two valid trees, leaves of one are inner nodes of the other", "[api]") {
+TEST_CASE("double binary tree: two valid trees, leaves of one are inner nodes of the other",
+          "[api]") {
   for (int p = 1; p <= 64; ++p) {
     for (int which = 0; which < 2; ++which) {
       int roots = 0;

@@ -27,8 +27,7 @@ void refused(const char* name, const char* value, auto read) {
     FAIL_CHECK(name << "='" << value << "' was accepted");
   } catch (const weft::error& failure) {
     CHECK(failure.code() == weft::errc::invalid_argument);
-    CHECK_THAT(failure.what(),
-               Catch::Contains(std::string(name) + "='" + value + "'"));
+    CHECK_THAT(failure.what(), Catch::Contains(std::string(name) + "='" + value + "'"));
   }
 }
 
@@ -94,11 +93,12 @@ TEST_CASE("the communicator's variables are read exactly", "[env]") {
     CHECK(read.check);
   }
   {
-    scoped_environment set({{"WEFT_CHECK", "0"}, {"WEFT_CHUNK_BYTES", "4K"}, {"WEFT_REDUCE_CHUNK_BYTES", "0"}});
+    scoped_environment set(
+        {{"WEFT_CHECK", "0"}, {"WEFT_CHUNK_BYTES", "4K"}, {"WEFT_REDUCE_CHUNK_BYTES", "0"}});
     const auto read = weft::options::from_environment();
     CHECK_FALSE(read.check);
-    CHECK(read.chunk_bytes == 4096u);                  // the smallest piece the environment may ask for
-    CHECK(read.reduce_chunk_bytes == 0u);              // 0: the transport's measured size
+    CHECK(read.chunk_bytes == 4096u);      // the smallest piece the environment may ask for
+    CHECK(read.reduce_chunk_bytes == 0u);  // 0: the transport's measured size
   }
 }
 
@@ -112,7 +112,8 @@ TEST_CASE("a timeout of 0 and pieces under the floor are refused, naming the var
     (void)weft::options::from_environment();
     FAIL("WEFT_CHUNK_BYTES=1 was taken");
   } catch (const weft::error& failure) {
-    CHECK_THAT(failure.what(), Catch::Contains("WEFT_CHUNK_BYTES") && Catch::Contains("at least 4096 bytes"));
+    CHECK_THAT(failure.what(),
+               Catch::Contains("WEFT_CHUNK_BYTES") && Catch::Contains("at least 4096 bytes"));
   }
   // Every reader of WEFT_TIMEOUT_MS (the transports' start-up too) goes through env::timeout().
   refused("WEFT_TIMEOUT_MS", "0", [] { (void)weft::detail::env::timeout(); });
@@ -140,8 +141,9 @@ TEST_CASE("WEFT_ALGO: every item is read, and a malformed one is refused", "[env
     CHECK(weft::tuning::algorithm_override(collective::broadcast) == "ring");
     CHECK(weft::tuning::algorithm_override(collective::alltoall).empty());
   }
-  for (const char* bad : {"Allreduce=ring", "allreduce = ring", "allreduce= ring", "banana", "allreduce=",
-                          "allreduce=ring,banana", "allreduce=ring=direct", "sendrecv=direct"}) {
+  for (const char* bad :
+       {"Allreduce=ring", "allreduce = ring", "allreduce= ring", "banana",
+        "allreduce=", "allreduce=ring,banana", "allreduce=ring=direct", "sendrecv=direct"}) {
     INFO(bad);
     scoped_environment set("WEFT_ALGO", bad);
     try {
@@ -149,7 +151,8 @@ TEST_CASE("WEFT_ALGO: every item is read, and a malformed one is refused", "[env
       FAIL("accepted WEFT_ALGO=" << bad);
     } catch (const weft::error& failure) {
       CHECK(failure.code() == weft::errc::invalid_argument);
-      CHECK_THAT(failure.what(), Catch::Contains("WEFT_ALGO") && Catch::Contains("collective=algorithm"));
+      CHECK_THAT(failure.what(),
+                 Catch::Contains("WEFT_ALGO") && Catch::Contains("collective=algorithm"));
     }
   }
 }

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -90,8 +90,8 @@ TEST_CASE("piece sizes up to SIZE_MAX cut messages into one piece, not none", "[
             RANK_CHECK(std::all_of(data.begin(), data.end(), [](int v) { return v == 42; }));
             std::vector<int> all(static_cast<std::size_t>(p) * 5, -1);
             std::vector<int> mine(5, comm.rank());
-            weft::reduce_scatter(comm, std::span<const int>(all.data(), all.size()), std::span<int>(mine),
-                                 weft::sum{}, weft::ring{});
+            weft::reduce_scatter(comm, std::span<const int>(all.data(), all.size()),
+                                 std::span<int>(mine), weft::sum{}, weft::ring{});
             RANK_CHECK(mine[0] == -p);
           },
           settings);
@@ -136,8 +136,9 @@ TEST_CASE("sizes whose byte count wraps are refused before anything is sent", "[
                   [&](comm_t& comm) {
                     const std::size_t counts[2] = {std::numeric_limits<std::size_t>::max(), 2};
                     std::vector<char> in(1), out(1);
-                    weft::alltoallv(comm, std::span<const char>(in), std::span<const std::size_t>(counts),
-                                    std::span<char>(out), std::span<const std::size_t>(counts));
+                    weft::alltoallv(comm, std::span<const char>(in),
+                                    std::span<const std::size_t>(counts), std::span<char>(out),
+                                    std::span<const std::size_t>(counts));
                   },
                   settings),
               "add up to more elements");
@@ -155,7 +156,8 @@ TEST_CASE("ranks calling different collectives never complete with each other's 
         std::vector<int> out(2, -1);
         if (comm.rank() == 0) {
           const int mine = 10;
-          weft::allgather(comm, std::span<const int>(&mine, 1), std::span<int>(out), weft::direct{});
+          weft::allgather(comm, std::span<const int>(&mine, 1), std::span<int>(out),
+                          weft::direct{});
         } else {
           const std::vector<int> in = {20, 21};
           weft::alltoall(comm, std::span<const int>(in), std::span<int>(out), weft::direct{});
@@ -169,7 +171,8 @@ TEST_CASE("ranks calling different collectives never complete with each other's 
   }
 }
 
-TEST_CASE("calls that differ on one rank fail with mismatch on every rank without check mode", "[faults]") {
+TEST_CASE("calls that differ on one rank fail with mismatch on every rank without check mode",
+          "[faults]") {
   // Root, count, type, op, algorithm and kind, one rank at a time; a miss would show as a
   // timeout (60 s), not a mismatch.
   for (const int p : {2, 4}) {
@@ -178,7 +181,8 @@ TEST_CASE("calls that differ on one rank fail with mismatch on every rank withou
         INFO(p << " ranks: " << disagreements[which] << ", rank " << odd << " differs");
         failures sink;
         const auto started = std::chrono::steady_clock::now();
-        weft::inproc::run(p, [&](comm_t& comm) { disagreement_case(comm, sink, which, odd); }, test_options());
+        weft::inproc::run(
+            p, [&](comm_t& comm) { disagreement_case(comm, sink, which, odd); }, test_options());
         INFO(sink.summary());
         CHECK(sink.empty());
         CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
@@ -228,8 +232,10 @@ TEST_CASE("a blocking send or receive to this rank itself is refused at once", "
       2,
       [&](comm_t& comm) {
         int value = 1;
-        if (comm.rank() == 0) weft::send(comm, std::span<int>(&value, 1), 0);
-        else weft::recv(comm, std::span<int>(&value, 1), 1);
+        if (comm.rank() == 0)
+          weft::send(comm, std::span<int>(&value, 1), 0);
+        else
+          weft::recv(comm, std::span<int>(&value, 1), 1);
       },
       test_options());
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
@@ -263,8 +269,10 @@ TEST_CASE("a failed communicator refuses dup, and a size mismatch is a mismatch"
       2,
       [&](comm_t& comm) {
         std::vector<int> data(comm.rank() == 0 ? 1 : 2, 5);
-        if (comm.rank() == 0) weft::send(comm, std::span<int>(data), 1);
-        else weft::recv(comm, std::span<int>(data), 0);
+        if (comm.rank() == 0)
+          weft::send(comm, std::span<int>(data), 1);
+        else
+          weft::recv(comm, std::span<int>(data), 0);
       },
       test_options());
   INFO(sizes[1].message);
@@ -272,24 +280,30 @@ TEST_CASE("a failed communicator refuses dup, and a size mismatch is a mismatch"
   CHECK_THAT(sizes[1].message, Contains("expected 8 bytes"));
 }
 
-TEST_CASE("alltoallv counts that differ between two ranks fail every rank with mismatch", "[faults]") {
+TEST_CASE("alltoallv counts that differ between two ranks fail every rank with mismatch",
+          "[faults]") {
   for (const int p : {2, 3, 4}) {
     INFO(p << " ranks");
     failures sink;
-    weft::inproc::run(p, [&](comm_t& comm) { splits_case(comm, sink); }, test_options());
+    weft::inproc::run(
+        p, [&](comm_t& comm) { splits_case(comm, sink); }, test_options());
     INFO(sink.summary());
     CHECK(sink.empty());
   }
 }
 
-TEST_CASE("a user reduction that throws on one rank fails every rank's call with its text", "[faults]") {
+TEST_CASE("a user reduction that throws on one rank fails every rank's call with its text",
+          "[faults]") {
   for (const int p : {2, 3, 4}) {
     for (const int thrower : {0, p - 1}) {
       INFO(p << " ranks, rank " << thrower << " throws");
       failures sink;
       const auto started = std::chrono::steady_clock::now();
-      weft::inproc::run(p, [&](comm_t& comm) { thrown_case(comm, sink, thrower); }, test_options());
-      weft::inproc::run(p, [&](comm_t& comm) { thrown_case(comm, sink, thrower, weft::direct{}); }, test_options());
+      weft::inproc::run(
+          p, [&](comm_t& comm) { thrown_case(comm, sink, thrower); }, test_options());
+      weft::inproc::run(
+          p, [&](comm_t& comm) { thrown_case(comm, sink, thrower, weft::direct{}); },
+          test_options());
       INFO(sink.summary());
       CHECK(sink.empty());
       CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
@@ -297,7 +311,8 @@ TEST_CASE("a user reduction that throws on one rank fails every rank's call with
   }
 }
 
-TEST_CASE("inproc::run that cannot start a rank's thread throws, it does not terminate", "[faults]") {
+TEST_CASE("inproc::run that cannot start a rank's thread throws, it does not terminate",
+          "[faults]") {
   // In a child process that may run only a few threads (RLIMIT_NPROC, which binds root only
   // once it is another user): thread creation fails part way, and run must throw naming the
   // rank (the process would otherwise end in std::terminate, SIGABRT).
@@ -315,15 +330,19 @@ TEST_CASE("inproc::run that cannot start a rank's thread throws, it does not ter
       ::_exit(4);  // every thread started: the limit did not bite
     } catch (const weft::error& failure) {
       const std::string_view said = failure.what();
-      ::_exit(failure.code() == weft::errc::transport && said.find("could not start the thread of rank") !=
-                                                             std::string_view::npos ? 0 : 1);
+      ::_exit(failure.code() == weft::errc::transport &&
+                      said.find("could not start the thread of rank") != std::string_view::npos
+                  ? 0
+                  : 1);
     } catch (...) {
       ::_exit(2);
     }
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
-  INFO("child status " << status << " (exit 0: the error; 3: no limit; 4: the limit did not bite; signal 6: terminate)");
+  INFO("child status "
+       << status
+       << " (exit 0: the error; 3: no limit; 4: the limit did not bite; signal 6: terminate)");
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
@@ -350,9 +369,11 @@ TEST_CASE("errors on a split communicator name every rank as the job numbers it"
   CHECK_THAT(results[3].message, !Contains("from rank 0 ") && !Contains("world rank"));
 }
 
-TEST_CASE("the flight recorder keeps each communicator's last calls and writes them when a call fails",
-          "[faults][recorder]") {
-  const auto directory = std::filesystem::temp_directory_path() / ("weft-records-" + std::to_string(::getpid()));
+TEST_CASE(
+    "the flight recorder keeps each communicator's last calls and writes them when a call fails",
+    "[faults][recorder]") {
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("weft-records-" + std::to_string(::getpid()));
   std::filesystem::remove_all(directory);
   weft_test::scoped_environment records("WEFT_RECORDER_DIR", directory.c_str());
   auto settings = test_options();
@@ -362,12 +383,14 @@ TEST_CASE("the flight recorder keeps each communicator's last calls and writes t
       3,
       [&](comm_t& comm) {
         std::vector<int> data(100, 1);
-        for (int call = 0; call < 5; ++call) weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
+        for (int call = 0; call < 5; ++call)
+          weft::allreduce(comm, std::span<int>(data), weft::sum{}, weft::ring{});
         const auto kept = comm.recorder()->calls();
         RANK_CHECK(kept.size() == 4u);
         RANK_CHECK((kept.front().number == 2u && kept.back().number == 5u));
         RANK_CHECK(kept.back().state == weft::recorded_call::outcome::done);
-        RANK_CHECK((kept.back().signature.count == 100u && std::string(kept.back().signature.type.data()) == "int32" &&
+        RANK_CHECK((kept.back().signature.count == 100u &&
+                    std::string(kept.back().signature.type.data()) == "int32" &&
                     std::string(kept.back().signature.op.data()) == "sum" &&
                     std::string(kept.back().signature.algorithm.data()) == "ring"));
         if (comm.rank() == 2) return;  // never makes the 6th call: the others time out
@@ -384,15 +407,19 @@ TEST_CASE("the flight recorder keeps each communicator's last calls and writes t
     text << file.rdbuf();
     const std::string lines = text.str();
     CHECK_THAT(lines, Contains("\"record\":\"header\",\"world_rank\":" + std::to_string(rank)));
-    CHECK_THAT(lines, Contains("\"number\":6,\"collective\":\"allreduce\",\"count\":100,\"type\":\"int32\"") &&
-                          Contains("\"state\":\"failed\"") && Contains("\"number\":5,") && !Contains("\"number\":2,"));
+    CHECK_THAT(
+        lines,
+        Contains("\"number\":6,\"collective\":\"allreduce\",\"count\":100,\"type\":\"int32\"") &&
+            Contains("\"state\":\"failed\"") && Contains("\"number\":5,") &&
+            !Contains("\"number\":2,"));
   }
   CHECK_FALSE(std::filesystem::exists(directory / "rank-2.jsonl"));  // rank 2 did not fail
   std::filesystem::remove_all(directory);
 
   settings.recorder_calls = 0;
   weft::inproc::run(
-      2, [&](comm_t& comm) {
+      2,
+      [&](comm_t& comm) {
         std::vector<int> data(10, 1);
         weft::allreduce(comm, std::span<int>(data), weft::sum{});
         RANK_CHECK(comm.recorder() == nullptr);

@@ -48,7 +48,8 @@ void run_cases(const weft::host_layout& layout, failures& sink) {
   weft::inproc::world<> shared(layout);
   weft::inproc::run(shared, [&](comm_t& comm) {
     const int p = comm.size();
-    std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p - 1), static_cast<std::size_t>(p + 1), 1000};
+    std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p - 1),
+                                       static_cast<std::size_t>(p + 1), 1000};
     if (!quick()) counts.push_back(65539);
     std::sort(counts.begin(), counts.end());
     counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
@@ -58,12 +59,13 @@ void run_cases(const weft::host_layout& layout, failures& sink) {
       const int other_root = p - 1;
       for_each_type<std::int8_t, std::int32_t, float, weft::bfloat16>([&](auto type) {
         using T = typename decltype(type)::type;
-        for_each_algorithm<ring_ring, ring_halving, direct_tree, weft::automatic>([&](auto algorithm) {
-          using A = typename decltype(algorithm)::type;
-          allreduce_case<T, weft::sum, A>(comm, sink, count, false, weft::sum{}, false);
-          allreduce_case<T, weft::sum, A>(comm, sink, count, true, weft::sum{}, false);
-          reduce_scatter_case<T, A>(comm, sink, count);
-        });
+        for_each_algorithm<ring_ring, ring_halving, direct_tree, weft::automatic>(
+            [&](auto algorithm) {
+              using A = typename decltype(algorithm)::type;
+              allreduce_case<T, weft::sum, A>(comm, sink, count, false, weft::sum{}, false);
+              allreduce_case<T, weft::sum, A>(comm, sink, count, true, weft::sum{}, false);
+              reduce_scatter_case<T, A>(comm, sink, count);
+            });
         for_each_algorithm<trees, direct_binomial>([&](auto algorithm) {
           using A = typename decltype(algorithm)::type;
           reduce_case<T, A>(comm, sink, count, false, root);
@@ -86,7 +88,8 @@ void run_cases(const weft::host_layout& layout, failures& sink) {
           allreduce_case<T, weft::max, direct_tree>(comm, sink, count, true, weft::max{}, false);
           allreduce_case<T, weft::avg, ring_ring>(comm, sink, count, false, weft::avg{}, false);
         });
-        allreduce_case<std::int64_t, weft::bxor, ring_ring>(comm, sink, count, false, weft::bxor{}, false);
+        allreduce_case<std::int64_t, weft::bxor, ring_ring>(comm, sink, count, false, weft::bxor{},
+                                                            false);
       }
     }
   });
@@ -94,14 +97,27 @@ void run_cases(const weft::host_layout& layout, failures& sink) {
 
 }  // namespace
 
-TEST_CASE("hierarchical: every collective on every rank count of the matrix, equal, unequal and interleaved hosts",
-          "[hierarchical]") {
+TEST_CASE(
+    "hierarchical: every collective on every rank count of the matrix, equal, unequal and "
+    "interleaved hosts",
+    "[hierarchical]") {
   // (ranks per host, interleaved): every rank count of the matrix, 1..9, 13 and 16.
   const auto [hosts, interleaved] = GENERATE(table<std::vector<int>, bool>({
-      {{1}, false},          {{2}, false},          {{1, 1}, false},    {{1, 2}, false},
-      {{2, 1}, true},        {{2, 2}, false},       {{2, 2}, true},     {{1, 2, 2}, false},
-      {{3, 3}, false},       {{2, 2, 2}, true},     {{1, 2, 3, 1}, false}, {{4, 4}, false},
-      {{3, 3, 3}, false},    {{4, 5, 4}, true},     {{4, 4, 4, 4}, false},
+      {{1}, false},
+      {{2}, false},
+      {{1, 1}, false},
+      {{1, 2}, false},
+      {{2, 1}, true},
+      {{2, 2}, false},
+      {{2, 2}, true},
+      {{1, 2, 2}, false},
+      {{3, 3}, false},
+      {{2, 2, 2}, true},
+      {{1, 2, 3, 1}, false},
+      {{4, 4}, false},
+      {{3, 3, 3}, false},
+      {{4, 5, 4}, true},
+      {{4, 4, 4, 4}, false},
   }));
   const auto layout = layout_of(hosts, interleaved);
   failures sink;
@@ -123,7 +139,8 @@ TEST_CASE("hierarchical: the layout, split_by_host and split_by_rail", "[hierarc
   // What each rank saw (Catch's assertions are made on this thread only).
   struct seen {
     bool knew = false, same = false;
-    int host_size = 0, host_rank = 0, host_first = 0, rail_size = 0, rail_hosts = 0, host_sum = 0, rail_sum = 0;
+    int host_size = 0, host_rank = 0, host_first = 0, rail_size = 0, rail_hosts = 0, host_sum = 0,
+        rail_sum = 0;
   };
   std::vector<seen> ranks(6);
   weft::inproc::world<> shared(layout);
@@ -163,7 +180,8 @@ TEST_CASE("hierarchical: the layout, split_by_host and split_by_rail", "[hierarc
   }
 }
 
-TEST_CASE("hierarchical: a communicator without a layout learns it from WEFT_HOST, once", "[hierarchical]") {
+TEST_CASE("hierarchical: a communicator without a layout learns it from WEFT_HOST, once",
+          "[hierarchical]") {
   // Threads share one environment, so every rank names the same host: one host of 3 ranks.
   scoped_environment host({{"WEFT_HOST", "node-a"}});
   failures sink;
@@ -173,11 +191,11 @@ TEST_CASE("hierarchical: a communicator without a layout learns it from WEFT_HOS
     const auto report = weft::allreduce(comm, std::span<float>(data), weft::sum{}, ring_ring{});
     const bool learned = comm.known_hosts() != nullptr && comm.hosts().hosts() == 1;
     const int host_size = comm.split_by_host().size();
-    if (knew || report.algorithm != "hierarchical(ring,ring)" || data != std::vector<float>(10, 3.0f) || !learned ||
-        host_size != 3) {
+    if (knew || report.algorithm != "hierarchical(ring,ring)" ||
+        data != std::vector<float>(10, 3.0f) || !learned || host_size != 3) {
       sink.add("rank " + std::to_string(comm.rank()) + ": knew " + std::to_string(knew) + ", ran " +
-               std::string(report.algorithm) + ", learned " + std::to_string(learned) + ", host of " +
-               std::to_string(host_size));
+               std::string(report.algorithm) + ", learned " + std::to_string(learned) +
+               ", host of " + std::to_string(host_size));
     }
   });
   INFO(sink.summary());
@@ -185,8 +203,10 @@ TEST_CASE("hierarchical: a communicator without a layout learns it from WEFT_HOS
   CHECK(weft::host_key("node-a") != weft::host_key("node-b"));
 }
 
-TEST_CASE("hierarchical: WEFT_ALGO names it with its two tiers, and automatic picks it only with a layout",
-          "[hierarchical]") {
+TEST_CASE(
+    "hierarchical: WEFT_ALGO names it with its two tiers, and automatic picks it only with a "
+    "layout",
+    "[hierarchical]") {
   const int per_host[] = {2, 2};
   weft::inproc::world<> shared(weft::host_layout::blocks(per_host));
   failures sink;
@@ -194,14 +214,17 @@ TEST_CASE("hierarchical: WEFT_ALGO names it with its two tiers, and automatic pi
     if (!holds) sink.add(what);
   };
   {
-    scoped_environment algo(
-        {{"WEFT_ALGO", "allreduce=hierarchical(ring,ring),broadcast=hierarchical(binomial_tree,binomial_tree)"}});
+    scoped_environment algo({{"WEFT_ALGO",
+                              "allreduce=hierarchical(ring,ring),broadcast=hierarchical(binomial_"
+                              "tree,binomial_tree)"}});
     weft::inproc::run(shared, [&](comm_t& comm) {
       std::vector<int> data(100, comm.rank());
-      expect(weft::allreduce(comm, std::span<int>(data), weft::sum{}).algorithm == "hierarchical(ring,ring)",
+      expect(weft::allreduce(comm, std::span<int>(data), weft::sum{}).algorithm ==
+                 "hierarchical(ring,ring)",
              "allreduce ran hierarchical(ring,ring)");
       expect(data == std::vector<int>(100, 6), "allreduce's sum");
-      expect(weft::broadcast(comm, std::span<int>(data), 3).algorithm == "hierarchical(binomial_tree,binomial_tree)",
+      expect(weft::broadcast(comm, std::span<int>(data), 3).algorithm ==
+                 "hierarchical(binomial_tree,binomial_tree)",
              "broadcast ran hierarchical(binomial_tree,binomial_tree)");
     });
   }
@@ -224,16 +247,18 @@ TEST_CASE("hierarchical: WEFT_ALGO names it with its two tiers, and automatic pi
   // does not stop to learn one.
   weft::inproc::run(4, [&](comm_t& comm) {
     std::vector<float> data(1 << 16, 1.0f);
-    expect(weft::allreduce(comm, std::span<float>(data), weft::sum{}).algorithm.find("hierarchical") ==
-               std::string_view::npos,
-           "automatic without a layout stays flat");
+    expect(
+        weft::allreduce(comm, std::span<float>(data), weft::sum{}).algorithm.find("hierarchical") ==
+            std::string_view::npos,
+        "automatic without a layout stays flat");
     expect(comm.known_hosts() == nullptr, "automatic learned no layout");
   });
   INFO(sink.summary());
   CHECK(sink.empty());
 }
 
-TEST_CASE("hierarchical: a rank lost during a phase fails every other rank, naming it", "[hierarchical]") {
+TEST_CASE("hierarchical: a rank lost during a phase fails every other rank, naming it",
+          "[hierarchical]") {
   const int per_host[] = {2, 2};
   weft::inproc::world<> shared(weft::host_layout::blocks(per_host));
   std::vector<std::string> seen(4);
@@ -267,7 +292,8 @@ TEST_CASE("hierarchical: a rank lost during a phase fails every other rank, nami
   }
 }
 
-TEST_CASE("hierarchical: a tiered world of two in-process transports, one per host and one for all", "[hierarchical]") {
+TEST_CASE("hierarchical: a tiered world of two in-process transports, one per host and one for all",
+          "[hierarchical]") {
   // Hosts of 2, 3 and 1 ranks, interleaved: each host's threads have a world of their own (Local)
   // and every thread is in the job's world (Network).
   const int hosts_of[] = {0, 1, 1, 0, 2, 1};
@@ -276,7 +302,8 @@ TEST_CASE("hierarchical: a tiered world of two in-process transports, one per ho
   weft::inproc::world<> network(layout.size());
   std::vector<std::unique_ptr<weft::inproc::world<>>> locals;
   for (int h = 0; h < layout.hosts(); ++h) {
-    locals.push_back(std::make_unique<weft::inproc::world<>>(static_cast<int>(layout.ranks_on(h).size())));
+    locals.push_back(
+        std::make_unique<weft::inproc::world<>>(static_cast<int>(layout.ranks_on(h).size())));
   }
   failures sink;
   std::vector<std::string> described(6);
@@ -284,12 +311,15 @@ TEST_CASE("hierarchical: a tiered world of two in-process transports, one per ho
   for (int r = 0; r < layout.size(); ++r) {
     threads.emplace_back([&, r] {
       try {
-        tiers endpoint(layout, network.endpoint(r),
-                       locals[static_cast<std::size_t>(layout.host_of(r))]->endpoint(layout.local_index(r)));
+        tiers endpoint(
+            layout, network.endpoint(r),
+            locals[static_cast<std::size_t>(layout.host_of(r))]->endpoint(layout.local_index(r)));
         weft::communicator<tiers> comm(endpoint, test_options(512));
         described[static_cast<std::size_t>(r)] = endpoint.describe();
-        for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
-          for_each_algorithm<ring_ring, direct_tree, weft::ring, weft::recursive_doubling, weft::automatic>([&](auto algorithm) {
+        for (const std::size_t count :
+             {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+          for_each_algorithm<ring_ring, direct_tree, weft::ring, weft::recursive_doubling,
+                             weft::automatic>([&](auto algorithm) {
             using A = typename decltype(algorithm)::type;
             allreduce_case<float, weft::sum, A>(comm, sink, count, false, weft::sum{}, false);
             allreduce_case<std::int32_t, weft::max, A>(comm, sink, count, true, weft::max{}, false);
@@ -301,11 +331,13 @@ TEST_CASE("hierarchical: a tiered world of two in-process transports, one per ho
           alltoall_case<float, weft::pairwise>(comm, sink, count);
         }
         auto host = comm.split_by_host();
-        if (host.size() != layout.local_size(r)) sink.add("split_by_host on rank " + std::to_string(r));
+        if (host.size() != layout.local_size(r))
+          sink.add("split_by_host on rank " + std::to_string(r));
       } catch (const std::exception& failure) {
         sink.add("rank " + std::to_string(r) + " threw: " + failure.what());
         network.abort(r, failure.what());
-        locals[static_cast<std::size_t>(layout.host_of(r))]->abort(layout.local_index(r), failure.what());
+        locals[static_cast<std::size_t>(layout.host_of(r))]->abort(layout.local_index(r),
+                                                                   failure.what());
       }
     });
   }
@@ -315,8 +347,9 @@ TEST_CASE("hierarchical: a tiered world of two in-process transports, one per ho
   CHECK(described[0] == "3 hosts: 2 + 3 + 1 ranks; within a host inproc, between hosts inproc");
 }
 
-TEST_CASE("hierarchical: a tiered world without a node-local transport sends everything over the network",
-          "[hierarchical]") {
+TEST_CASE(
+    "hierarchical: a tiered world without a node-local transport sends everything over the network",
+    "[hierarchical]") {
   const int per_host[] = {2, 2};
   const auto layout = weft::host_layout::blocks(per_host);
   using tiers = weft::tiered<weft::no_local_transport, weft::inproc::transport>;
@@ -329,13 +362,16 @@ TEST_CASE("hierarchical: a tiered world without a node-local transport sends eve
       try {
         tiers endpoint(layout, network.endpoint(r));
         weft::communicator<tiers> comm(endpoint, test_options(512));
-        if (endpoint.is_local(r ^ 1)) sink.add("a peer of the same host counted as node-local without a local tier");
+        if (endpoint.is_local(r ^ 1))
+          sink.add("a peer of the same host counted as node-local without a local tier");
         for (const std::size_t count : {std::size_t{1}, std::size_t{1000}}) {
           allreduce_case<float, weft::sum, ring_ring>(comm, sink, count, false, weft::sum{}, false);
-          allreduce_case<float, weft::sum, weft::automatic>(comm, sink, count, false, weft::sum{}, false);
+          allreduce_case<float, weft::sum, weft::automatic>(comm, sink, count, false, weft::sum{},
+                                                            false);
           broadcast_case<float, trees>(comm, sink, count, 3);
         }
-        if (endpoint.describe() != "2 hosts: 2 + 2 ranks; within a host inproc, between hosts inproc") {
+        if (endpoint.describe() !=
+            "2 hosts: 2 + 2 ranks; within a host inproc, between hosts inproc") {
           sink.add("describe: " + endpoint.describe());
         }
       } catch (const std::exception& failure) {

@@ -15,7 +15,8 @@ using namespace weft_test;
 
 namespace {
 
-using all_types = std::tuple<std::int8_t, std::int32_t, std::int64_t, float, double, weft::bfloat16>;
+using all_types =
+    std::tuple<std::int8_t, std::int32_t, std::int64_t, float, double, weft::bfloat16>;
 
 std::vector<std::size_t> counts_for(int p) {
   std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p - 1),

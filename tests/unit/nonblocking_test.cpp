@@ -10,8 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <latch>
 #include <numeric>
@@ -31,7 +31,9 @@ std::uint64_t compute(std::uint64_t seed, int rounds) {
   return seed;
 }
 
-std::vector<float> filled(std::size_t count, float value) { return std::vector<float>(count, value); }
+std::vector<float> filled(std::size_t count, float value) {
+  return std::vector<float>(count, value);
+}
 
 }  // namespace
 
@@ -74,8 +76,9 @@ TEST_CASE("the collective matrix through calls in flight (1 to 8 at a time) betw
   if (!sink.empty()) FAIL(sink.summary());
 }
 
-TEST_CASE("calls of different collectives in flight complete in the order issued with their results",
-          "[nonblocking]") {
+TEST_CASE(
+    "calls of different collectives in flight complete in the order issued with their results",
+    "[nonblocking]") {
   const int p = GENERATE(2, 3, 4, 7);
   weft::inproc::run(p, [&](comm_t& comm) {
     const int r = comm.rank();
@@ -84,10 +87,12 @@ TEST_CASE("calls of different collectives in flight complete in the order issued
     auto broadcasted = filled(n, static_cast<float>(r == p - 1 ? 42 : -1));
     std::vector<int> sent(static_cast<std::size_t>(p) * 3), received(sent.size());
     for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = r * 1000 + static_cast<int>(i);
-    std::array requests{weft::iallreduce(comm, std::span<float>(summed), weft::sum{}, weft::ring{}),
-                        weft::ibroadcast(comm, std::span<float>(broadcasted), p - 1),
-                        weft::ialltoall(comm, std::span<const int>(sent), std::span<int>(received))};
-    // Waiting for the last completes the ones before it: their test() is true without moving anything.
+    std::array requests{
+        weft::iallreduce(comm, std::span<float>(summed), weft::sum{}, weft::ring{}),
+        weft::ibroadcast(comm, std::span<float>(broadcasted), p - 1),
+        weft::ialltoall(comm, std::span<const int>(sent), std::span<int>(received))};
+    // Waiting for the last completes the ones before it: their test() is true without moving
+    // anything.
     const weft::report last = requests[2].wait();
     RANK_CHECK(last.collective == "alltoall");
     const bool first_done = requests[0].test();
@@ -99,7 +104,8 @@ TEST_CASE("calls of different collectives in flight complete in the order issued
     RANK_CHECK(requests[1].result().collective == "broadcast");
     const float want = static_cast<float>(p * (p + 1) / 2);
     RANK_CHECK(std::all_of(summed.begin(), summed.end(), [&](float x) { return x == want; }));
-    RANK_CHECK(std::all_of(broadcasted.begin(), broadcasted.end(), [](float x) { return x == 42.0f; }));
+    RANK_CHECK(
+        std::all_of(broadcasted.begin(), broadcasted.end(), [](float x) { return x == 42.0f; }));
     for (int from = 0; from < p; ++from) {
       for (int i = 0; i < 3; ++i) {
         RANK_CHECK(received[static_cast<std::size_t>(from * 3 + i)] == from * 1000 + r * 3 + i);
@@ -108,8 +114,9 @@ TEST_CASE("calls of different collectives in flight complete in the order issued
   });
 }
 
-TEST_CASE("a blocking call completes the calls in flight first; a dropped handle's call completes too",
-          "[nonblocking]") {
+TEST_CASE(
+    "a blocking call completes the calls in flight first; a dropped handle's call completes too",
+    "[nonblocking]") {
   weft::inproc::run(4, [&](comm_t& comm) {
     auto data = filled(100000, 1.0f);
     auto kept = filled(1000, static_cast<float>(comm.rank()));
@@ -132,7 +139,8 @@ TEST_CASE("a blocking call completes the calls in flight first; a dropped handle
   });
 }
 
-TEST_CASE("an argument error is thrown by the call itself and nothing is put in flight", "[nonblocking]") {
+TEST_CASE("an argument error is thrown by the call itself and nothing is put in flight",
+          "[nonblocking]") {
   weft::inproc::run(3, [&](comm_t& comm) {
     std::vector<float> in(10, 1.0f), out(9);
     bool refused = false;
@@ -159,8 +167,10 @@ TEST_CASE("an argument error is thrown by the call itself and nothing is put in 
   });
 }
 
-TEST_CASE("a timeout in flight is thrown by wait with the blocking call's message; later calls are refused",
-          "[nonblocking]") {
+TEST_CASE(
+    "a timeout in flight is thrown by wait with the blocking call's message; later calls are "
+    "refused",
+    "[nonblocking]") {
   auto settings = test_options();
   settings.timeout = 300ms;
   std::vector<std::string> messages(3);
@@ -212,7 +222,8 @@ TEST_CASE("a timeout in flight is thrown by wait with the blocking call's messag
     INFO("rank " << rank << ": " << message);
     CHECK((message.find("weft: timeout") == 0 || message.find("weft: peer_lost") == 0));
     CHECK(message.find("allreduce, algorithm ring") != std::string::npos);
-    CHECK(message.find("cancelled allreduce in flight: this communicator failed earlier") != std::string::npos);
+    CHECK(message.find("cancelled allreduce in flight: this communicator failed earlier") !=
+          std::string::npos);
     CHECK(message.find("refuses barrier") != std::string::npos);
     CHECK(message.find("completed") == std::string::npos);
   }
@@ -294,7 +305,8 @@ TEST_CASE("with a progress thread calls complete while the caller computes witho
       [&](comm_t& comm) {
         std::vector<std::vector<float>> buffers(4, filled(50000, 1.0f));
         std::vector<request_t> calls;
-        for (auto& buffer : buffers) calls.push_back(weft::iallreduce(comm, std::span<float>(buffer), weft::sum{}));
+        for (auto& buffer : buffers)
+          calls.push_back(weft::iallreduce(comm, std::span<float>(buffer), weft::sum{}));
         // Only the progress threads move the calls now: wait for the results to appear in memory
         // the calls write, without test() or wait().
         const auto until = std::chrono::steady_clock::now() + 30s;
@@ -338,12 +350,14 @@ std::vector<T> awkward(int rank, std::size_t count, std::size_t salt) {
 template <class T, class Op, class Algorithm>
 int grouped_against_separate(comm_t& comm, const std::vector<std::size_t>& sizes, failures& sink) {
   std::vector<std::vector<T>> grouped, separate;
-  for (std::size_t k = 0; k < sizes.size(); ++k) grouped.push_back(awkward<T>(comm.rank(), sizes[k], k));
+  for (std::size_t k = 0; k < sizes.size(); ++k)
+    grouped.push_back(awkward<T>(comm.rank(), sizes[k], k));
   separate = grouped;
   std::vector<request_t> handles;
   {
     weft::group together(comm);
-    for (auto& data : grouped) handles.push_back(weft::iallreduce(comm, std::span<T>(data), Op{}, Algorithm{}));
+    for (auto& data : grouped)
+      handles.push_back(weft::iallreduce(comm, std::span<T>(data), Op{}, Algorithm{}));
   }
   for (auto& data : separate) weft::allreduce(comm, std::span<T>(data), Op{}, Algorithm{});
   int fused = 0;
@@ -351,10 +365,13 @@ int grouped_against_separate(comm_t& comm, const std::vector<std::size_t>& sizes
     const weft::report done = handles[k].wait();
     if (handles[k].fused()) {
       ++fused;
-      if (done.calls < 2) sink.add("a fused handle reports " + std::to_string(done.calls) + " calls");
+      if (done.calls < 2)
+        sink.add("a fused handle reports " + std::to_string(done.calls) + " calls");
     }
-    check_bits<T>(sink, "grouped allreduce " + std::string(Algorithm::name) + " " +
-                            std::string(weft::detail::type_name<T>()) + " size " + std::to_string(sizes[k]),
+    check_bits<T>(sink,
+                  "grouped allreduce " + std::string(Algorithm::name) + " " +
+                      std::string(weft::detail::type_name<T>()) + " size " +
+                      std::to_string(sizes[k]),
                   comm.rank(), grouped[k], separate[k]);
   }
   return fused;
@@ -369,24 +386,30 @@ TEST_CASE("allreduces fused by a group give the bits separate calls give", "[non
     const std::vector<std::size_t> sizes = {1, 7, 100, 1000, 3, 4096, 0, 555};
     // Kept bits whatever the order: integers fuse under every algorithm.
     {
-      const int fused = grouped_against_separate<std::int32_t, weft::sum, weft::ring>(comm, sizes, sink);
+      const int fused =
+          grouped_against_separate<std::int32_t, weft::sum, weft::ring>(comm, sizes, sink);
       RANK_CHECK(fused == 7);
     }
     {
-      const int fused = grouped_against_separate<std::int64_t, weft::prod, weft::automatic>(comm, sizes, sink);
+      const int fused =
+          grouped_against_separate<std::int64_t, weft::prod, weft::automatic>(comm, sizes, sink);
       RANK_CHECK(fused == 7);
     }
     // Floats fuse under the algorithms that keep every element's order ...
     {
-      const int fused = grouped_against_separate<float, weft::sum, weft::recursive_doubling>(comm, sizes, sink);
+      const int fused =
+          grouped_against_separate<float, weft::sum, weft::recursive_doubling>(comm, sizes, sink);
       RANK_CHECK(fused == 7);
     }
     {
-      const int fused = grouped_against_separate<double, weft::sum, weft::direct>(comm, sizes, sink);
+      const int fused =
+          grouped_against_separate<double, weft::sum, weft::direct>(comm, sizes, sink);
       RANK_CHECK(fused == 7);
     }
     {
-      const int fused = grouped_against_separate<weft::bfloat16, weft::max, weft::recursive_doubling>(comm, sizes, sink);
+      const int fused =
+          grouped_against_separate<weft::bfloat16, weft::max, weft::recursive_doubling>(comm, sizes,
+                                                                                        sink);
       RANK_CHECK(fused == 7);
     }
     // ... and not under the others (their order depends on where an element sits).
@@ -395,7 +418,8 @@ TEST_CASE("allreduces fused by a group give the bits separate calls give", "[non
       RANK_CHECK(fused == 0);
     }
     // Under automatic, where each call's own choice keeps the order (small calls here).
-    const int fused = grouped_against_separate<float, weft::avg, weft::automatic>(comm, sizes, sink);
+    const int fused =
+        grouped_against_separate<float, weft::avg, weft::automatic>(comm, sizes, sink);
     RANK_CHECK((fused == 0 || fused >= 2));
   });
   INFO("ranks " << p);
@@ -403,29 +427,37 @@ TEST_CASE("allreduces fused by a group give the bits separate calls give", "[non
   if (!sink.empty()) FAIL(sink.summary());
 }
 
-TEST_CASE("a group starts its calls in order when it ends and fuses only what it may", "[nonblocking][group]") {
+TEST_CASE("a group starts its calls in order when it ends and fuses only what it may",
+          "[nonblocking][group]") {
   auto settings = test_options();
   settings.fuse_bytes = 4000;
   weft::inproc::run(
       4,
       [&](comm_t& comm) {
-        std::vector<int> small_a(10, 1), small_b(20, 2), small_c(20, 2), large(2000, 3), source(10, 1), out_of_place(10);
+        std::vector<int> small_a(10, 1), small_b(20, 2), small_c(20, 2), large(2000, 3),
+            source(10, 1), out_of_place(10);
         std::vector<float> other_type(10, 1.0f);
         std::vector<int> broadcasted(5, comm.rank());
         std::vector<request_t> handles;
         {
           weft::group outer(comm);
-          handles.push_back(weft::iallreduce(comm, std::span<int>(small_a), weft::sum{}, weft::ring{}));
+          handles.push_back(
+              weft::iallreduce(comm, std::span<int>(small_a), weft::sum{}, weft::ring{}));
           {
             weft::group inner(comm);  // nested: starts nothing of its own
             handles.push_back(weft::ibroadcast(comm, std::span<int>(broadcasted), 1));
-            handles.push_back(weft::iallreduce(comm, std::span<int>(large), weft::sum{}, weft::ring{}));
+            handles.push_back(
+                weft::iallreduce(comm, std::span<int>(large), weft::sum{}, weft::ring{}));
           }
-          handles.push_back(weft::iallreduce(comm, std::span<float>(other_type), weft::sum{}, weft::ring{}));
-          handles.push_back(weft::iallreduce(comm, std::span<const int>(source), std::span<int>(out_of_place),
-                                             weft::sum{}, weft::ring{}));
-          handles.push_back(weft::iallreduce(comm, std::span<int>(small_c), weft::max{}, weft::ring{}));
-          handles.push_back(weft::iallreduce(comm, std::span<int>(small_b), weft::sum{}, weft::ring{}));
+          handles.push_back(
+              weft::iallreduce(comm, std::span<float>(other_type), weft::sum{}, weft::ring{}));
+          handles.push_back(weft::iallreduce(comm, std::span<const int>(source),
+                                             std::span<int>(out_of_place), weft::sum{},
+                                             weft::ring{}));
+          handles.push_back(
+              weft::iallreduce(comm, std::span<int>(small_c), weft::max{}, weft::ring{}));
+          handles.push_back(
+              weft::iallreduce(comm, std::span<int>(small_b), weft::sum{}, weft::ring{}));
           bool refused = false;
           try {
             handles.front().wait();  // inside the group: would never return
@@ -495,11 +527,12 @@ TEST_CASE("a group left by an exception on one rank fails the others' calls with
       CHECK(message.find("completed") == std::string::npos);
       CHECK(message.find("barrier: ") != std::string::npos);
       if (rank == leaver) {
-        CHECK(message.find("was not started: its weft::group was left by an exception") != std::string::npos);
+        CHECK(message.find("was not started: its weft::group was left by an exception") !=
+              std::string::npos);
       } else {
         CHECK(message.find("weft: mismatch") == 0);
-        CHECK(message.find("rank " + std::to_string(leaver) + " left a weft::group by an exception") !=
-              std::string::npos);
+        CHECK(message.find("rank " + std::to_string(leaver) +
+                           " left a weft::group by an exception") != std::string::npos);
       }
     }
   }

@@ -109,7 +109,8 @@ class delaying_mock {
     while (true) {
       release_some();
       if (operation->released) {
-        const auto slice = std::min(deadline, weft::deadline_clock::now() + std::chrono::milliseconds(2));
+        const auto slice =
+            std::min(deadline, weft::deadline_clock::now() + std::chrono::milliseconds(2));
         if (inner_.wait(*operation->inner, slice)) return true;
       }
       if (weft::deadline_clock::now() >= deadline) return false;
@@ -132,8 +133,10 @@ class delaying_mock {
     held.erase(held.begin() + static_cast<std::ptrdiff_t>(pick));
     chosen->inner.emplace(inner_.send(chosen->peer, chosen->data, chosen->tag));
     chosen->released = true;
-    if (random_() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(random_() % 200));
-    else std::this_thread::yield();
+    if (random_() % 4 == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(random_() % 200));
+    else
+      std::this_thread::yield();
   }
 
   Inner inner_;
@@ -158,7 +161,9 @@ struct opaque_memory {
     return value;
   }
   template <class T>
-  static T encode(const T& value) { return decode(value); }
+  static T encode(const T& value) {
+    return decode(value);
+  }
 
   void copy(std::span<std::byte> dst, std::span<const std::byte> src) const {
     if (!src.empty()) std::memmove(dst.data(), src.data(), src.size());
@@ -180,7 +185,8 @@ static_assert(weft::memory_space<opaque_memory>);
 
 // Every algorithm of the main reductions and movements, over any communicator type.
 template <class Comm, class Encode, class Decode>
-void algorithm_slice(Comm& comm, failures& sink, const std::string& name, Encode encode, Decode decode) {
+void algorithm_slice(Comm& comm, failures& sink, const std::string& name, Encode encode,
+                     Decode decode) {
   const int p = comm.size();
   const int r = comm.rank();
   for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{300}}) {
@@ -198,8 +204,9 @@ void algorithm_slice(Comm& comm, failures& sink, const std::string& name, Encode
     auto verify = [&](const std::string& what, const std::vector<int>& got) {
       for (std::size_t i = 0; i < count; ++i) {
         if (decode(got[i]) != want[i]) {
-          sink.add(name + " " + what + " p=" + std::to_string(p) + " count=" + std::to_string(count) +
-                   " rank " + std::to_string(r) + " index " + std::to_string(i));
+          sink.add(name + " " + what + " p=" + std::to_string(p) +
+                   " count=" + std::to_string(count) + " rank " + std::to_string(r) + " index " +
+                   std::to_string(i));
           return;
         }
       }
@@ -243,10 +250,13 @@ void algorithm_slice(Comm& comm, failures& sink, const std::string& name, Encode
     }
     std::vector<int> mine(count);
     std::vector<int> everyone(count * static_cast<std::size_t>(p));
-    for (std::size_t i = 0; i < everyone.size(); ++i) everyone[i] = encode(static_cast<int>(small_value(r, i % count)));
-    weft::reduce_scatter(comm, std::span<const int>(everyone), std::span<int>(mine), weft::sum{}, weft::recursive_halving{});
+    for (std::size_t i = 0; i < everyone.size(); ++i)
+      everyone[i] = encode(static_cast<int>(small_value(r, i % count)));
+    weft::reduce_scatter(comm, std::span<const int>(everyone), std::span<int>(mine), weft::sum{},
+                         weft::recursive_halving{});
     verify("reduce_scatter recursive_halving", mine);
-    weft::reduce_scatter(comm, std::span<const int>(everyone), std::span<int>(mine), weft::sum{}, weft::ring{});
+    weft::reduce_scatter(comm, std::span<const int>(everyone), std::span<int>(mine), weft::sum{},
+                         weft::ring{});
     verify("reduce_scatter ring", mine);
     weft::barrier(comm);
   }
@@ -263,7 +273,8 @@ void run_slice(int p, failures& sink, const std::string& name,
       auto transport = make(endpoint, rank);
       weft::communicator<Transport> comm(transport, test_options(64));
       try {
-        algorithm_slice(comm, sink, name, [](int v) { return v; }, [](int v) { return v; });
+        algorithm_slice(
+            comm, sink, name, [](int v) { return v; }, [](int v) { return v; });
       } catch (const std::exception& failure) {
         sink.add(name + " rank " + std::to_string(rank) + " threw " + failure.what());
         world.abort(rank, failure.what());
@@ -284,7 +295,8 @@ TEST_CASE("conformance: the in-process transport", "[transport]") {
 
 TEST_CASE("conformance: the archetype and the delaying mock", "[transport]") {
   failures sink;
-  transport_conformance(sink, [](weft::inproc::transport& endpoint) { return archetype(endpoint); });
+  transport_conformance(sink,
+                        [](weft::inproc::transport& endpoint) { return archetype(endpoint); });
   transport_conformance(sink, [](weft::inproc::transport& endpoint) {
     return delaying_mock(endpoint, static_cast<unsigned>(endpoint.rank() + 1));
   });
@@ -321,8 +333,9 @@ TEST_CASE("a size mismatch between send and receive is an error, not corruption"
 TEST_CASE("the algorithms run unchanged over the archetype transport", "[transport]") {
   for (int p : {1, 2, 3, 5, 8}) {
     failures sink;
-    run_slice<archetype<weft::inproc::transport>>(p, sink, "archetype",
-                                                  [](weft::inproc::transport& endpoint, int) { return archetype(endpoint); });
+    run_slice<archetype<weft::inproc::transport>>(
+        p, sink, "archetype",
+        [](weft::inproc::transport& endpoint, int) { return archetype(endpoint); });
     INFO(sink.summary());
     CHECK(sink.empty());
   }
@@ -347,7 +360,8 @@ TEST_CASE("algorithms reach element data only through the memory space", "[trans
     weft::inproc::run(
         world,
         [&](weft::communicator<weft::inproc::basic_transport<opaque_memory>>& comm) {
-          algorithm_slice(comm, sink, "opaque", opaque_memory::encode<int>, opaque_memory::decode<int>);
+          algorithm_slice(comm, sink, "opaque", opaque_memory::encode<int>,
+                          opaque_memory::decode<int>);
           // avg's finalize also runs in the memory space
           std::vector<int> data(10, opaque_memory::encode(4 * comm.rank()));
           weft::allreduce(comm, std::span<int>(data), weft::avg{}, weft::ring{});
@@ -370,7 +384,8 @@ class recording : public archetype<Inner> {
   using post = std::pair<bool, int>;
   recording(Inner inner, std::vector<post>* log) : archetype<Inner>(std::move(inner)), log_(log) {}
 
-  typename archetype<Inner>::request send(int peer, std::span<const std::byte> data, weft::tag_t tag) {
+  typename archetype<Inner>::request send(int peer, std::span<const std::byte> data,
+                                          weft::tag_t tag) {
     log_->push_back({true, peer});
     return archetype<Inner>::send(peer, data, tag);
   }
@@ -408,7 +423,8 @@ TEST_CASE("direct's exchanges with everyone post in shifted order: rank r's k-th
         auto check = [&](const std::string& name) {
           if (log != want) {
             std::string text;
-            for (const auto& [is_send, peer] : log) text += (is_send ? " send " : " recv ") + std::to_string(peer);
+            for (const auto& [is_send, peer] : log)
+              text += (is_send ? " send " : " recv ") + std::to_string(peer);
             sink.add(name + ": rank " + std::to_string(rank) + " posted" + text);
           }
           log.clear();
@@ -420,10 +436,13 @@ TEST_CASE("direct's exchanges with everyone post in shifted order: rank r's k-th
           std::vector<int> out(in.size());
           weft::alltoall(comm, std::span<const int>(in), std::span<int>(out), weft::direct{});
           check("alltoall");
-          for (int from = 0; from < p; ++from) {  // block `from` of out is block `rank` of rank from's in
+          for (int from = 0; from < p;
+               ++from) {  // block `from` of out is block `rank` of rank from's in
             for (std::size_t i = 0; i < n; ++i) {
-              const int expected = from * 1000 + static_cast<int>(static_cast<std::size_t>(rank) * n + i);
-              if (out[static_cast<std::size_t>(from) * n + i] != expected) sink.add("alltoall value");
+              const int expected =
+                  from * 1000 + static_cast<int>(static_cast<std::size_t>(rank) * n + i);
+              if (out[static_cast<std::size_t>(from) * n + i] != expected)
+                sink.add("alltoall value");
             }
           }
           std::vector<int> mine(n, rank + 1);
@@ -432,20 +451,24 @@ TEST_CASE("direct's exchanges with everyone post in shifted order: rank r's k-th
           for (std::size_t i = 0; i < out.size(); ++i) {
             if (out[i] != static_cast<int>(i / n) + 1) sink.add("allgather value");
           }
-          weft::reduce_scatter(comm, std::span<const int>(in), std::span<int>(mine), weft::sum{}, weft::direct{});
+          weft::reduce_scatter(comm, std::span<const int>(in), std::span<int>(mine), weft::sum{},
+                               weft::direct{});
           check("reduce_scatter");
           for (std::size_t i = 0; i < n; ++i) {
-            if (mine[i] != 1000 * p * (p - 1) / 2 + p * (rank * static_cast<int>(n) + static_cast<int>(i)))
+            if (mine[i] !=
+                1000 * p * (p - 1) / 2 + p * (rank * static_cast<int>(n) + static_cast<int>(i)))
               sink.add("reduce_scatter value");
           }
           std::vector<int> sums(n);
-          weft::allreduce(comm, std::span<const int>(mine), std::span<int>(sums), weft::sum{}, weft::direct{});
+          weft::allreduce(comm, std::span<const int>(mine), std::span<int>(sums), weft::sum{},
+                          weft::direct{});
           check("allreduce");
           // the sum over ranks b of their reduce_scatter results: 1000 * p(p-1)/2 + p * (b * n + i)
           for (std::size_t i = 0; i < n; ++i) {
             long expected = 0;
             for (int block = 0; block < p; ++block) {
-              expected += 1000L * p * (p - 1) / 2 + static_cast<long>(p) * (static_cast<long>(block) * n + i);
+              expected += 1000L * p * (p - 1) / 2 +
+                          static_cast<long>(p) * (static_cast<long>(block) * n + i);
             }
             if (sums[i] != expected) sink.add("allreduce value");
           }
@@ -529,23 +552,26 @@ static_assert(weft::transport<counting<weft::inproc::transport>>);
 // away: a receive left posted into a freed buffer would be written by the next bytes to arrive.
 TEST_CASE("a call that fails leaves no request of its own pending", "[transport][errors]") {
   using counted = counting<weft::inproc::transport>;
-  auto alltoall_direct = [](weft::communicator<counted>& comm, std::span<const int> in, std::span<int> out) {
-    weft::alltoall(comm, in, out, weft::direct{});
-  };
-  auto alltoall_pairwise = [](weft::communicator<counted>& comm, std::span<const int> in, std::span<int> out) {
+  auto alltoall_direct = [](weft::communicator<counted>& comm, std::span<const int> in,
+                            std::span<int> out) { weft::alltoall(comm, in, out, weft::direct{}); };
+  auto alltoall_pairwise = [](weft::communicator<counted>& comm, std::span<const int> in,
+                              std::span<int> out) {
     weft::alltoall(comm, in, out, weft::pairwise{});
   };
-  auto gather_tree = [](weft::communicator<counted>& comm, std::span<const int> in, std::span<int> out) {
+  auto gather_tree = [](weft::communicator<counted>& comm, std::span<const int> in,
+                        std::span<int> out) {
     weft::gather(comm, in.first(in.size() / 3), out, /*root=*/0, weft::binomial_tree{});
   };
-  auto alltoall_handshake = [](weft::communicator<counted>& comm, std::span<const int> in, std::span<int> out) {
+  auto alltoall_handshake = [](weft::communicator<counted>& comm, std::span<const int> in,
+                               std::span<int> out) {
     auto settings = comm.settings();
     settings.handshake_bytes = 1;  // every block waits for its receiver's word
     comm.set_settings(settings);
     weft::alltoall(comm, in, out, weft::direct{});
   };
-  const std::vector<std::pair<std::string, std::function<void(weft::communicator<counted>&, std::span<const int>,
-                                                               std::span<int>)>>>
+  const std::vector<std::pair<
+      std::string,
+      std::function<void(weft::communicator<counted>&, std::span<const int>, std::span<int>)>>>
       calls{{"direct alltoall", alltoall_direct},
             {"direct alltoall with the handshake", alltoall_handshake},
             {"pairwise alltoall", alltoall_pairwise},
@@ -602,10 +628,12 @@ TEST_CASE("direct with the handshake on every block gives the same results", "[t
     weft::inproc::run(
         p,
         [&](weft::communicator<weft::inproc::transport>& comm) {
-          for (const std::size_t count : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(p + 1),
-                                          std::size_t{1000}}) {
-            allreduce_case<std::int32_t, weft::sum, weft::direct>(comm, sink, count, false, weft::sum{}, false);
-            allreduce_case<std::int32_t, weft::sum, weft::direct>(comm, sink, count, true, weft::sum{}, false);
+          for (const std::size_t count : {std::size_t{0}, std::size_t{1},
+                                          static_cast<std::size_t>(p + 1), std::size_t{1000}}) {
+            allreduce_case<std::int32_t, weft::sum, weft::direct>(comm, sink, count, false,
+                                                                  weft::sum{}, false);
+            allreduce_case<std::int32_t, weft::sum, weft::direct>(comm, sink, count, true,
+                                                                  weft::sum{}, false);
             reduce_scatter_case<std::int32_t, weft::direct>(comm, sink, count);
             allgather_case<std::int32_t, weft::direct>(comm, sink, count, false);
             allgather_case<std::int32_t, weft::direct>(comm, sink, count, true);
@@ -621,14 +649,18 @@ TEST_CASE("direct with the handshake on every block gives the same results", "[t
   }
 }
 
-TEST_CASE("the handshake's size: the option, else the transport's row, 0 meaning never", "[transport]") {
-  weft::inproc::run(1, [](weft::communicator<weft::inproc::transport>& comm) {
-    RANK_CHECK(comm.handshake_bytes() == weft::tuning::constants_for("inproc").handshake_bytes);
-    auto settings = comm.settings();
-    settings.handshake_bytes = 0;
-    comm.set_settings(settings);
-    RANK_CHECK(comm.handshake_bytes() == 0);
-  }, test_options());
+TEST_CASE("the handshake's size: the option, else the transport's row, 0 meaning never",
+          "[transport]") {
+  weft::inproc::run(
+      1,
+      [](weft::communicator<weft::inproc::transport>& comm) {
+        RANK_CHECK(comm.handshake_bytes() == weft::tuning::constants_for("inproc").handshake_bytes);
+        auto settings = comm.settings();
+        settings.handshake_bytes = 0;
+        comm.set_settings(settings);
+        RANK_CHECK(comm.handshake_bytes() == 0);
+      },
+      test_options());
   CHECK(weft::tuning::constants_for("tcp").handshake_bytes == std::size_t{64} << 10);
   CHECK(weft::tuning::constants_for("inproc").handshake_bytes == 0);
 }

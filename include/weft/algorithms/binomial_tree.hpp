@@ -131,8 +131,8 @@ struct binomial_tree {
       if (child >= p) continue;
       const auto blocks = static_cast<std::size_t>(std::min(mask, p - child));
       comm.next_step();
-      receives[posted++] = comm.recv(absolute(child),
-                                     collected.subspan(static_cast<std::size_t>(mask) * n, blocks * n));
+      receives[posted++] = comm.recv(
+          absolute(child), collected.subspan(static_cast<std::size_t>(mask) * n, blocks * n));
     }
     comm.wait_each(receives.first(posted));
     if (v != 0) {
@@ -185,8 +185,8 @@ struct binomial_tree {
       if (child >= p) continue;
       const auto blocks = static_cast<std::size_t>(std::min(mask, p - child));
       comm.next_step();
-      sends[posted++] =
-          comm.send(absolute(child), holding.subspan(static_cast<std::size_t>(mask) * n, blocks * n));
+      sends[posted++] = comm.send(absolute(child),
+                                  holding.subspan(static_cast<std::size_t>(mask) * n, blocks * n));
     }
     comm.copy(out, holding.first(n));
     comm.wait_each(sends.first(posted));
@@ -195,11 +195,15 @@ struct binomial_tree {
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
     const double depth = tuning::log2_ceil(p);
     switch (kind) {
-      case collective::broadcast: return {depth, depth * bytes, 0};
-      case collective::reduce: return {depth, bytes, depth * bytes};
+      case collective::broadcast:
+        return {depth, depth * bytes, 0};
+      case collective::reduce:
+        return {depth, bytes, depth * bytes};
       case collective::gather:
-      case collective::scatter: return {depth, (p - 1.0) * bytes, 0};
-      default: return tuning::unsupported;
+      case collective::scatter:
+        return {depth, (p - 1.0) * bytes, 0};
+      default:
+        return tuning::unsupported;
     }
   }
 };

@@ -45,8 +45,10 @@ struct bruck {
     for (int distance = 1; distance < p; distance *= 2) {
       const int blocks = std::min(distance, p - distance);
       comm.next_step();
-      auto receive = comm.recv(detail::mod(r + distance, p), rotated.subspan(bytes_of(distance), bytes_of(blocks)));
-      auto send = comm.send(detail::mod(r - distance, p), detail::const_bytes(rotated.first(bytes_of(blocks))));
+      auto receive = comm.recv(detail::mod(r + distance, p),
+                               rotated.subspan(bytes_of(distance), bytes_of(blocks)));
+      auto send = comm.send(detail::mod(r - distance, p),
+                            detail::const_bytes(rotated.first(bytes_of(blocks))));
       comm.wait_all(receive, send);
     }
     // rotated block i is rank (r + i)'s block
@@ -76,7 +78,8 @@ struct bruck {
       }
       comm.next_step();
       auto receive = comm.recv(detail::mod(r - bit, p), incoming.first(bytes_of(packed)));
-      auto send = comm.send(detail::mod(r + bit, p), detail::const_bytes(outgoing.first(bytes_of(packed))));
+      auto send =
+          comm.send(detail::mod(r + bit, p), detail::const_bytes(outgoing.first(bytes_of(packed))));
       comm.wait_all(receive, send);
       packed = 0;
       for (int i = 1; i < p; ++i) {
@@ -89,10 +92,13 @@ struct bruck {
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
     const double steps = tuning::log2_ceil(p);
     switch (kind) {
-      case collective::allgather: return {steps, (p - 1.0) * bytes, 0};
+      case collective::allgather:
+        return {steps, (p - 1.0) * bytes, 0};
       // packing and unpacking cost about as much as sending again
-      case collective::alltoall: return {steps, 2.0 * (p / 2.0) * bytes * steps, 0};
-      default: return tuning::unsupported;
+      case collective::alltoall:
+        return {steps, 2.0 * (p / 2.0) * bytes * steps, 0};
+      default:
+        return tuning::unsupported;
     }
   }
 };

@@ -61,7 +61,8 @@ struct direct {
     const detail::bytes slots = comm.scratch(static_cast<std::size_t>(p) * n);
     auto slot = [&](int i) { return slots.subspan(static_cast<std::size_t>(i) * n, n); };
     comm.next_step();
-    exchange_with_everyone(comm, slot, [&](int) { return in; }, [&] { comm.copy(slot(r), in); });
+    exchange_with_everyone(
+        comm, slot, [&](int) { return in; }, [&] { comm.copy(slot(r), in); });
     reduce_in_order(comm, slots, n, out, combine);
   }
 
@@ -113,7 +114,8 @@ struct direct {
     const int r = comm.rank();
     comm.next_step();
     auto block = [&](int i) { return out.subspan(blocks.offset(i), blocks.size(i)); };
-    exchange_with_everyone(comm, block, [&](int) { return in; }, [&] { comm.copy(block(r), in); });
+    exchange_with_everyone(
+        comm, block, [&](int) { return in; }, [&] { comm.copy(block(r), in); });
   }
 
   template <class Comm>
@@ -145,7 +147,9 @@ struct direct {
     comm.copy(out.subspan(static_cast<std::size_t>(root) * n, n), in);
     auto receives = comm.requests(static_cast<std::size_t>(p));
     for (int i = 0; i < p; ++i) {
-      if (i != root) receives[static_cast<std::size_t>(i)] = comm.recv(i, out.subspan(static_cast<std::size_t>(i) * n, n));
+      if (i != root)
+        receives[static_cast<std::size_t>(i)] =
+            comm.recv(i, out.subspan(static_cast<std::size_t>(i) * n, n));
     }
     comm.wait_each(receives);
   }
@@ -162,7 +166,9 @@ struct direct {
     }
     auto sends = comm.requests(static_cast<std::size_t>(p));
     for (int i = 0; i < p; ++i) {
-      if (i != root) sends[static_cast<std::size_t>(i)] = comm.send(i, in.subspan(static_cast<std::size_t>(i) * n, n));
+      if (i != root)
+        sends[static_cast<std::size_t>(i)] =
+            comm.send(i, in.subspan(static_cast<std::size_t>(i) * n, n));
     }
     comm.copy(out, in.subspan(static_cast<std::size_t>(root) * n, n));
     comm.wait_each(sends);
@@ -170,7 +176,8 @@ struct direct {
 
   template <class Comm>
   static void alltoall(Comm& comm, detail::const_bytes in, detail::bytes out) {
-    const auto blocks = comm.equal_blocks(0, comm.size(), in.size() / static_cast<std::size_t>(comm.size()));
+    const auto blocks =
+        comm.equal_blocks(0, comm.size(), in.size() / static_cast<std::size_t>(comm.size()));
     alltoallv(comm, in, blocks, out, blocks);
   }
 
@@ -188,17 +195,23 @@ struct direct {
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
     const double others = p - 1.0;
     switch (kind) {
-      case collective::allreduce: return {others, others * bytes, others * bytes};  // see above
-      case collective::reduce_scatter: return {1, others * bytes, others * bytes};
-      case collective::reduce: return {1, others * bytes, others * bytes};
-      case collective::broadcast: return {1, others * bytes, 0};
+      case collective::allreduce:
+        return {others, others * bytes, others * bytes};  // see above
+      case collective::reduce_scatter:
+        return {1, others * bytes, others * bytes};
+      case collective::reduce:
+        return {1, others * bytes, others * bytes};
+      case collective::broadcast:
+        return {1, others * bytes, 0};
       case collective::allgather:
       case collective::allgatherv:
       case collective::gather:
       case collective::scatter:
       case collective::alltoall:
-      case collective::alltoallv: return {1, others * bytes, 0};
-      default: return tuning::unsupported;
+      case collective::alltoallv:
+        return {1, others * bytes, 0};
+      default:
+        return tuning::unsupported;
     }
   }
 
@@ -234,7 +247,8 @@ struct direct {
       const int source = (r - static_cast<int>(i) - 1 + p) % p;
       const detail::bytes incoming = into(source);
       receive(i) = comm.recv(source, incoming);
-      if (held(incoming.size())) ready_to(i) = comm.send(source, detail::const_bytes{}, ready_channel);
+      if (held(incoming.size()))
+        ready_to(i) = comm.send(source, detail::const_bytes{}, ready_channel);
       const detail::const_bytes outgoing = from(destination(i));
       if (held(outgoing.size())) {
         ready_from(i) = comm.recv(destination(i), detail::bytes{}, ready_channel);

@@ -106,7 +106,8 @@ struct double_binary_tree {
     }
     // Two incoming slots per (tree, child), double-buffered by chunk parity; a slot holds a
     // piece, never larger than the larger half.
-    const std::size_t slot_bytes = std::min(chunk, std::max(trees[0].out.size(), trees[1].out.size()));
+    const std::size_t slot_bytes =
+        std::min(chunk, std::max(trees[0].out.size(), trees[1].out.size()));
     auto slots = comm.scratch(8 * slot_bytes);
     auto slot = [&](int t, int child, std::size_t j, std::size_t size) {
       const std::size_t index = static_cast<std::size_t>(t * 4 + child * 2) + j % 2;
@@ -115,7 +116,8 @@ struct double_binary_tree {
     const std::size_t pieces = std::max(trees[0].pieces, trees[1].pieces);
 
     // Phase 1: reduce up both trees.
-    std::array<std::array<std::array<typename Comm::pending, 2>, 2>, 2> child_receives;  // [t][c][j%2]
+    std::array<std::array<std::array<typename Comm::pending, 2>, 2>, 2>
+        child_receives;  // [t][c][j%2]
     auto post_receives = [&](std::size_t j) {
       for (int t = 0; t < 2; ++t) {
         auto& s = trees[static_cast<std::size_t>(t)];
@@ -154,7 +156,7 @@ struct double_binary_tree {
     for (auto& s : trees) comm.wait_all(s.up_sends[0], s.up_sends[1]);
 
     // Phase 2: broadcast down both trees, into `out`.
-    std::array<std::array<typename Comm::pending, 2>, 2> down_receives;  // [t][j%2]
+    std::array<std::array<typename Comm::pending, 2>, 2> down_receives;              // [t][j%2]
     std::array<std::array<std::array<typename Comm::pending, 2>, 2>, 2> down_sends;  // [t][c][j%2]
     auto post_down = [&](std::size_t j) {
       for (int t = 0; t < 2; ++t) {

@@ -47,19 +47,21 @@ struct fused {
   static constexpr int most_ranks = 64;
 
   template <class Comm>
-    requires collective_transport<typename Comm::transport_type>
-  static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer& combine) {
+  requires collective_transport<typename Comm::transport_type>
+  static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out,
+                        const detail::reducer& combine) {
     run(comm, in, out, &combine);
   }
 
   template <class Comm>
-    requires collective_transport<typename Comm::transport_type>
-  static void reduce_scatter(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer& combine) {
+  requires collective_transport<typename Comm::transport_type>
+  static void reduce_scatter(Comm& comm, detail::const_bytes in, detail::bytes out,
+                             const detail::reducer& combine) {
     run(comm, in, out, &combine);
   }
 
   template <class Comm>
-    requires collective_transport<typename Comm::transport_type>
+  requires collective_transport<typename Comm::transport_type>
   static void allgather(Comm& comm, detail::const_bytes in, detail::bytes out) {
     run(comm, in, out, nullptr);
   }
@@ -67,16 +69,20 @@ struct fused {
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double /*chunk_bytes*/) {
     if (p > most_ranks) return tuning::unsupported;
     switch (kind) {
-      case collective::allreduce: return {1, bytes, 0};
+      case collective::allreduce:
+        return {1, bytes, 0};
       case collective::reduce_scatter:
-      case collective::allgather: return {1, bytes * p, 0};  // bytes: one rank's block
-      default: return tuning::unsupported;
+      case collective::allgather:
+        return {1, bytes * p, 0};  // bytes: one rank's block
+      default:
+        return tuning::unsupported;
     }
   }
 
   // weft::automatic's estimate: never where this world cannot run it.
   template <class Comm>
-  static double estimate_us(Comm& comm, collective kind, double bytes, const tuning::link_constants&,
+  static double estimate_us(Comm& comm, collective kind, double bytes,
+                            const tuning::link_constants&,
                             const tuning::link_constants& constants) {
     auto& t = comm.underlying_transport();
     if (!t.runs_collectives() || comm.size() != t.size()) return tuning::never;
@@ -85,11 +91,13 @@ struct fused {
 
  private:
   template <class Comm>
-  static void run(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer* combine) {
+  static void run(Comm& comm, detail::const_bytes in, detail::bytes out,
+                  const detail::reducer* combine) {
     if (comm.size() > most_ranks) {
-      throw error(errc::invalid_argument, "rank " + std::to_string(comm.rank()) + ": fused runs on at most " +
-                                              std::to_string(most_ranks) + " ranks, and this communicator has " +
-                                              std::to_string(comm.size()) + "; nothing was sent");
+      throw error(errc::invalid_argument,
+                  "rank " + std::to_string(comm.rank()) + ": fused runs on at most " +
+                      std::to_string(most_ranks) + " ranks, and this communicator has " +
+                      std::to_string(comm.size()) + "; nothing was sent");
     }
     comm.next_step();
     auto part = comm.post_collective(in, out, combine);

@@ -60,7 +60,8 @@ namespace detail {
 template <class Intra, class Inter>
 struct hierarchical_name {
   static constexpr std::string_view head = "hierarchical(";
-  static constexpr std::size_t length = head.size() + Intra::name.size() + 1 + Inter::name.size() + 1;
+  static constexpr std::size_t length =
+      head.size() + Intra::name.size() + 1 + Inter::name.size() + 1;
   static constexpr std::array<char, length> text = [] {
     std::array<char, length> out{};
     std::size_t at = 0;
@@ -121,7 +122,9 @@ concept tiers_reduce = requires(Comm& c, const_bytes i, bytes o, const reducer& 
 };
 
 // Elements per block when `count` is cut into `parts` equal blocks (the last ones may be short).
-inline std::size_t block_elements(std::size_t count, std::size_t parts) { return (count + parts - 1) / parts; }
+inline std::size_t block_elements(std::size_t count, std::size_t parts) {
+  return (count + parts - 1) / parts;
+}
 
 }  // namespace detail
 
@@ -131,12 +134,14 @@ struct hierarchical {
   static constexpr bool keeps_rank_order = false;
 
   template <class Comm>
-    requires detail::tiers_reduce<Intra, Inter, Comm>
-  static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer& combine) {
+  requires detail::tiers_reduce<Intra, Inter, Comm>
+  static void allreduce(Comm& comm, detail::const_bytes in, detail::bytes out,
+                        const detail::reducer& combine) {
     if (out.empty()) return;  // every rank has the same count
     const host_layout& layout = comm.hosts();
     if (layout.hosts() == 1) {
-      if constexpr (requires { Intra::allreduce(comm, in, out, combine); }) return Intra::allreduce(comm, in, out, combine);
+      if constexpr (requires { Intra::allreduce(comm, in, out, combine); })
+        return Intra::allreduce(comm, in, out, combine);
     }
     if (layout.largest_host() == 1) return Inter::allreduce(comm, in, out, combine);
     const std::size_t element = combine.element_size();
@@ -157,13 +162,16 @@ struct hierarchical {
       const detail::bytes copy = scratch.subspan(block * element);
       comm.copy(copy.first(in.size()), in);
       // The padding is reduced and dropped; it holds copies of the input, never unset memory.
-      for (std::size_t at = in.size(); at < copy.size(); at += std::min(in.size(), copy.size() - at)) {
-        comm.copy(copy.subspan(at, std::min(in.size(), copy.size() - at)), in.first(std::min(in.size(), copy.size() - at)));
+      for (std::size_t at = in.size(); at < copy.size();
+           at += std::min(in.size(), copy.size() - at)) {
+        comm.copy(copy.subspan(at, std::min(in.size(), copy.size() - at)),
+                  in.first(std::min(in.size(), copy.size() - at)));
       }
       source = copy;
     }
-    detail::run_phase<Intra>(comm, local, collective::reduce_scatter,
-                             [&](Comm& group) { Intra::reduce_scatter(group, source, reduced, combine); });
+    detail::run_phase<Intra>(comm, local, collective::reduce_scatter, [&](Comm& group) {
+      Intra::reduce_scatter(group, source, reduced, combine);
+    });
     // Across hosts, segment by segment: the hosts' block boundaries cut [0, count).
     std::vector<std::size_t> cuts{0, count};
     for (int g = 0; g < layout.hosts(); ++g) {
@@ -181,7 +189,8 @@ struct hierarchical {
         owners.push_back(ranks[cuts[s] / detail::block_elements(count, ranks.size())]);
       }
       std::sort(owners.begin(), owners.end());
-      const detail::bytes part = reduced.subspan((cuts[s] - low) * element, (cuts[s + 1] - cuts[s]) * element);
+      const detail::bytes part =
+          reduced.subspan((cuts[s] - low) * element, (cuts[s + 1] - cuts[s]) * element);
       detail::run_phase<Inter>(comm, owners, collective::allreduce,
                                [&](Comm& group) { Inter::allreduce(group, part, part, combine); });
     }
@@ -193,7 +202,7 @@ struct hierarchical {
   }
 
   template <class Comm>
-    requires detail::tiers_reduce<Intra, Inter, Comm>
+  requires detail::tiers_reduce<Intra, Inter, Comm>
   static void reduce_scatter(Comm& comm, detail::const_bytes in, detail::bytes out,
                              const detail::reducer& combine) {
     // The whole reduced vector needs memory of its own: the allreduce uses this call's scratch.
@@ -205,14 +214,15 @@ struct hierarchical {
       ~held() { space.deallocate(data, size); }
     } all{memory, memory.allocate(in.size()), in.size()};
     allreduce(comm, in, detail::bytes(all.data, all.size), combine);
-    comm.copy(out, detail::const_bytes(all.data + static_cast<std::size_t>(comm.rank()) * out.size(), out.size()));
+    comm.copy(out, detail::const_bytes(
+                       all.data + static_cast<std::size_t>(comm.rank()) * out.size(), out.size()));
   }
 
   template <class Comm>
-    requires requires(Comm& c, detail::bytes d, int root) {
-      Intra::broadcast(c, d, root);
-      Inter::broadcast(c, d, root);
-    }
+  requires requires(Comm& c, detail::bytes d, int root) {
+    Intra::broadcast(c, d, root);
+    Inter::broadcast(c, d, root);
+  }
   static void broadcast(Comm& comm, detail::bytes data, int root) {
     const host_layout& layout = comm.hosts();
     if (layout.hosts() == 1) return Intra::broadcast(comm, data, root);
@@ -232,12 +242,13 @@ struct hierarchical {
   }
 
   template <class Comm>
-    requires requires(Comm& c, detail::const_bytes i, detail::bytes o, const detail::reducer& f, int root) {
-      Intra::reduce(c, i, o, f, root);
-      Inter::reduce(c, i, o, f, root);
-    }
-  static void reduce(Comm& comm, detail::const_bytes in, detail::bytes out, const detail::reducer& combine,
-                     int root) {
+  requires requires(Comm& c, detail::const_bytes i, detail::bytes o, const detail::reducer& f,
+                    int root) {
+    Intra::reduce(c, i, o, f, root);
+    Inter::reduce(c, i, o, f, root);
+  }
+  static void reduce(Comm& comm, detail::const_bytes in, detail::bytes out,
+                     const detail::reducer& combine, int root) {
     const host_layout& layout = comm.hosts();
     if (layout.hosts() == 1) return Intra::reduce(comm, in, out, combine, root);
     if (layout.largest_host() == 1) return Inter::reduce(comm, in, out, combine, root);
@@ -245,23 +256,26 @@ struct hierarchical {
     const int host = layout.host_of(r);
     const int delegate = detail::host_delegate(layout, host, root);
     // The host's sum lands in `out` at the root and in scratch at the other hosts' delegates.
-    const detail::bytes host_sum = r == root ? out : r == delegate ? comm.scratch(in.size()) : detail::bytes{};
+    const detail::bytes host_sum = r == root       ? out
+                                   : r == delegate ? comm.scratch(in.size())
+                                                   : detail::bytes{};
     detail::run_phase<Intra>(comm, layout.ranks_on(host), collective::reduce, [&](Comm& group) {
       Intra::reduce(group, in, host_sum, combine, layout.local_index(delegate));
     });
     if (r != delegate) return;
     const auto across = detail::delegates(layout, root);
     detail::run_phase<Inter>(comm, across, collective::reduce, [&](Comm& group) {
-      Inter::reduce(group, host_sum, r == root ? out : detail::bytes{}, combine, detail::position_of(across, root));
+      Inter::reduce(group, host_sum, r == root ? out : detail::bytes{}, combine,
+                    detail::position_of(across, root));
     });
   }
 
   template <class Comm>
-    requires requires(Comm& c, detail::const_bytes i, detail::bytes o, detail::layout b, int root) {
-      Intra::allgather(c, i, o);
-      Inter::allgatherv(c, i, o, b);
-      Intra::broadcast(c, o, root);
-    }
+  requires requires(Comm& c, detail::const_bytes i, detail::bytes o, detail::layout b, int root) {
+    Intra::allgather(c, i, o);
+    Inter::allgatherv(c, i, o, b);
+    Intra::broadcast(c, o, root);
+  }
   static void allgather(Comm& comm, detail::const_bytes in, detail::bytes out) {
     const host_layout& layout = comm.hosts();
     if (layout.hosts() == 1) return Intra::allgather(comm, in, out);
@@ -271,19 +285,20 @@ struct hierarchical {
     // Hosts in order, each host's ranks in order: rank order itself when hosts are runs of
     // consecutive ranks, else gathered in scratch and put in rank order at the end.
     bool in_rank_order = true;
-    for (int rank = 1; rank < comm.size(); ++rank) in_rank_order = in_rank_order && layout.host_of(rank) >= layout.host_of(rank - 1);
+    for (int rank = 1; rank < comm.size(); ++rank)
+      in_rank_order = in_rank_order && layout.host_of(rank) >= layout.host_of(rank - 1);
     const detail::bytes gathered = in_rank_order ? out : comm.scratch(out.size());
     auto displs = comm.indices(0, static_cast<std::size_t>(layout.hosts()) + 1);
     displs[0] = 0;
     for (int g = 0; g < layout.hosts(); ++g) {
-      displs[static_cast<std::size_t>(g) + 1] = displs[static_cast<std::size_t>(g)] + layout.ranks_on(g).size() * block;
+      displs[static_cast<std::size_t>(g) + 1] =
+          displs[static_cast<std::size_t>(g)] + layout.ranks_on(g).size() * block;
     }
     const detail::layout hosts_blocks{displs};
     const detail::bytes mine = gathered.subspan(hosts_blocks.offset(host), hosts_blocks.size(host));
     const auto local = layout.ranks_on(host);
-    detail::run_phase<Intra>(comm, local, collective::allgather, [&](Comm& group) {
-      Intra::allgather(group, in, mine);
-    });
+    detail::run_phase<Intra>(comm, local, collective::allgather,
+                             [&](Comm& group) { Intra::allgather(group, in, mine); });
     const int first = local.front();
     if (r == first) {
       std::vector<int> firsts;
@@ -292,13 +307,14 @@ struct hierarchical {
         Inter::allgatherv(group, mine, gathered, hosts_blocks);
       });
     }
-    detail::run_phase<Intra>(comm, local, collective::broadcast, [&](Comm& group) {
-      Intra::broadcast(group, gathered, 0);
-    });
+    detail::run_phase<Intra>(comm, local, collective::broadcast,
+                             [&](Comm& group) { Intra::broadcast(group, gathered, 0); });
     if (in_rank_order) return;
     for (int rank = 0; rank < comm.size(); ++rank) {
-      const std::size_t from = hosts_blocks.offset(layout.host_of(rank)) + static_cast<std::size_t>(layout.local_index(rank)) * block;
-      comm.copy(out.subspan(static_cast<std::size_t>(rank) * block, block), gathered.subspan(from, block));
+      const std::size_t from = hosts_blocks.offset(layout.host_of(rank)) +
+                               static_cast<std::size_t>(layout.local_index(rank)) * block;
+      comm.copy(out.subspan(static_cast<std::size_t>(rank) * block, block),
+                gathered.subspan(from, block));
     }
   }
 
@@ -306,14 +322,16 @@ struct hierarchical {
   // tiered transport, or the transport's one row for both), on the layout the communicator knows;
   // never chosen where it does not know one yet or the layout has one tier.
   template <class Comm>
-  static double estimate_us(Comm& comm, collective kind, double bytes, const tuning::link_constants& intra,
+  static double estimate_us(Comm& comm, collective kind, double bytes,
+                            const tuning::link_constants& intra,
                             const tuning::link_constants& inter) {
     const host_layout* layout = comm.known_hosts();
     if (layout == nullptr || layout->flat()) return tuning::never;
     const int local = layout->largest_host();
     const int hosts = layout->hosts();
     const double chunk = static_cast<double>(comm.pipeline_bytes(kind));
-    auto cost = [&](auto algorithm, collective phase, int ranks, double size, const tuning::link_constants& tier) {
+    auto cost = [&](auto algorithm, collective phase, int ranks, double size,
+                    const tuning::link_constants& tier) {
       if (ranks <= 1) return 0.0;
       return tuning::estimate_us(decltype(algorithm)::cost(phase, ranks, size, chunk), tier);
     };
@@ -335,7 +353,8 @@ struct hierarchical {
         return cost(Intra{}, collective::allgather, local, bytes, intra) +
                cost(Inter{}, collective::allgatherv, hosts, bytes * local, inter) +
                cost(Intra{}, collective::broadcast, local, bytes * comm.size(), intra);
-      default: return tuning::never;
+      default:
+        return tuning::never;
     }
   }
 };

@@ -29,7 +29,8 @@ struct pairwise {
 
   template <class Comm>
   static void alltoall(Comm& comm, detail::const_bytes in, detail::bytes out) {
-    const auto blocks = comm.equal_blocks(0, comm.size(), in.size() / static_cast<std::size_t>(comm.size()));
+    const auto blocks =
+        comm.equal_blocks(0, comm.size(), in.size() / static_cast<std::size_t>(comm.size()));
     alltoallv(comm, in, blocks, out, blocks);
   }
 

@@ -126,9 +126,10 @@ struct recursive_doubling {
       const int mine_first = v & ~(mask - 1);
       const int theirs_first = partner & ~(mask - 1);
       comm.next_step();
-      auto receive = comm.recv(fold.real_rank(partner),
-                               out.subspan(virtual_blocks.offset(theirs_first),
-                                           virtual_blocks.span_size(theirs_first, theirs_first + mask)));
+      auto receive =
+          comm.recv(fold.real_rank(partner),
+                    out.subspan(virtual_blocks.offset(theirs_first),
+                                virtual_blocks.span_size(theirs_first, theirs_first + mask)));
       auto send = comm.send(fold.real_rank(partner),
                             detail::const_bytes(out.subspan(
                                 virtual_blocks.offset(mine_first),
@@ -140,10 +141,13 @@ struct recursive_doubling {
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double) {
     const double steps = tuning::log2_ceil(p) + (tuning::is_power_of_two(p) ? 0 : 1);
     switch (kind) {
-      case collective::allreduce: return {steps, steps * bytes, steps * bytes};
+      case collective::allreduce:
+        return {steps, steps * bytes, steps * bytes};
       case collective::allgather:
-      case collective::allgatherv: return {steps, (p - 1.0) * bytes, 0};
-      default: return tuning::unsupported;
+      case collective::allgatherv:
+        return {steps, (p - 1.0) * bytes, 0};
+      default:
+        return tuning::unsupported;
     }
   }
 

@@ -90,10 +90,12 @@ struct recursive_halving {
       displs[static_cast<std::size_t>(u)] = static_cast<std::size_t>(fold.first_rank(u)) * n;
     }
     displs[static_cast<std::size_t>(fold.p2)] = in.size();
-    halving_steps(comm, fold, detail::layout{displs}, work, work, scratch.subspan(2 * in.size()), combine);
+    halving_steps(comm, fold, detail::layout{displs}, work, work, scratch.subspan(2 * in.size()),
+                  combine);
     if (fold.absorbs(r)) {
       comm.next_step();
-      auto send = comm.send(r - 1, detail::const_bytes(work.subspan(static_cast<std::size_t>(r - 1) * n, n)));
+      auto send = comm.send(
+          r - 1, detail::const_bytes(work.subspan(static_cast<std::size_t>(r - 1) * n, n)));
       comm.wait(send);
     }
     comm.copy(out, work.subspan(static_cast<std::size_t>(r) * n, n));
@@ -109,7 +111,8 @@ struct recursive_halving {
                 share * bytes + (power_of_two ? 0 : bytes)};
       case collective::reduce_scatter:
         return {steps, (p - 1.0) * bytes + (power_of_two ? 0 : p * bytes), (p - 1.0) * bytes};
-      default: return tuning::unsupported;
+      default:
+        return tuning::unsupported;
     }
   }
 
@@ -119,7 +122,8 @@ struct recursive_halving {
   // partner's data into `data`. Returns true for ranks that go on.
   template <class Comm>
   static bool fold_in(Comm& comm, const detail::folding& fold, detail::bytes data,
-                      detail::bytes result, detail::bytes incoming, const detail::reducer& combine) {
+                      detail::bytes result, detail::bytes incoming,
+                      const detail::reducer& combine) {
     const int r = comm.rank();
     if (fold.sits_out(r)) {
       comm.next_step();
@@ -157,10 +161,11 @@ struct recursive_halving {
       const std::size_t keep_size = pieces.span_size(keep_first, keep_first + mask);
       const detail::const_bytes mine = mask == fold.p2 / 2 ? first : detail::const_bytes(work);
       comm.next_step();
-      detail::exchange_reduce(comm, partner,
-                              mine.subspan(pieces.offset(give_first), pieces.span_size(give_first, give_first + mask)),
-                              partner, work.subspan(keep_offset, keep_size), mine.subspan(keep_offset, keep_size),
-                              combine, slots);
+      detail::exchange_reduce(
+          comm, partner,
+          mine.subspan(pieces.offset(give_first), pieces.span_size(give_first, give_first + mask)),
+          partner, work.subspan(keep_offset, keep_size), mine.subspan(keep_offset, keep_size),
+          combine, slots);
     }
   }
 };

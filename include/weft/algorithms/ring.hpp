@@ -113,7 +113,8 @@ struct ring {
     for (std::size_t j = 0; j < pieces; ++j) {
       comm.next_step();
       if (has_left) {
-        if (j + 1 < pieces) receives[(j + 1) % 2] = comm.recv(left, detail::piece(data, j + 1, chunk));
+        if (j + 1 < pieces)
+          receives[(j + 1) % 2] = comm.recv(left, detail::piece(data, j + 1, chunk));
         comm.wait(receives[j % 2]);
       }
       if (has_right) {
@@ -127,15 +128,19 @@ struct ring {
   static constexpr tuning::cost cost(collective kind, int p, double bytes, double chunk_bytes) {
     const double share = (p - 1.0) / p;
     switch (kind) {
-      case collective::allreduce: return {2.0 * (p - 1), 2 * share * bytes, share * bytes};
-      case collective::reduce_scatter: return {p - 1.0, (p - 1.0) * bytes, (p - 1.0) * bytes};
+      case collective::allreduce:
+        return {2.0 * (p - 1), 2 * share * bytes, share * bytes};
+      case collective::reduce_scatter:
+        return {p - 1.0, (p - 1.0) * bytes, (p - 1.0) * bytes};
       case collective::allgather:
-      case collective::allgatherv: return {p - 1.0, (p - 1.0) * bytes, 0};
+      case collective::allgatherv:
+        return {p - 1.0, (p - 1.0) * bytes, 0};
       case collective::broadcast: {
         const double pieces = bytes > chunk_bytes ? bytes / chunk_bytes : 1.0;
         return {p - 2.0 + pieces, bytes + (p - 2.0) * bytes / pieces, 0};
       }
-      default: return tuning::unsupported;
+      default:
+        return tuning::unsupported;
     }
   }
 
@@ -154,7 +159,8 @@ struct ring {
     const int r = comm.rank();
     const int left = detail::mod(r - 1, p);
     const int right = detail::mod(r + 1, p);
-    if (slots.empty()) slots = comm.scratch(comm.reduce_staging_bytes(combine.element_size(), blocks.largest()));
+    if (slots.empty())
+      slots = comm.scratch(comm.reduce_staging_bytes(combine.element_size(), blocks.largest()));
     for (int k = 0; k < p - 1; ++k) {
       comm.next_step();
       const int send_block = detail::mod(r - k - 1, p);
@@ -162,7 +168,8 @@ struct ring {
       const detail::const_bytes source =
           k == 0 ? in.subspan(blocks.offset(send_block), blocks.size(send_block))
                  : detail::const_bytes(destination(send_block));
-      const detail::const_bytes own = in.subspan(blocks.offset(recv_block), blocks.size(recv_block));
+      const detail::const_bytes own =
+          in.subspan(blocks.offset(recv_block), blocks.size(recv_block));
       // Chunk j arrives reduced into place (target = own op incoming) while chunk j+1 is on
       // its way.
       if (forward_last && k == p - 2) {  // recv_block is r: finished here, then sent on
@@ -192,7 +199,8 @@ struct ring {
       const int send_block = detail::mod(r - k, p);
       const int recv_block = detail::mod(r - k - 1, p);
       auto receive = comm.recv(left, block(recv_block));
-      auto send = comm.send(right, k == 0 && !own.empty() ? own : detail::const_bytes(block(send_block)));
+      auto send =
+          comm.send(right, k == 0 && !own.empty() ? own : detail::const_bytes(block(send_block)));
       comm.wait_all(receive, send);
     }
   }

@@ -44,12 +44,12 @@ struct launch {
   int local_size = -1;
   std::string
       launcher;       // which variables were read: "weft", "Open MPI", "MPICH", "Slurm", "torchrun"
-  std::string store;         // host:port of the network store rank 0 serves (rendezvous.hpp)
+  std::string store;  // host:port of the network store rank 0 serves (rendezvous.hpp)
   std::string store_path;    // directory of a file store on a shared filesystem
   std::string secret;        // the per-job secret, empty when none was given
   std::string bind_address;  // where this rank listens; empty: chosen from the store's route
-  std::string job;           // the job's identity, empty when neither WEFT_JOB nor the launcher gives one
-  std::string job_source;    // the variables it was read from, e.g. "SLURM_JOB_ID.SLURM_STEP_ID"
+  std::string job;  // the job's identity, empty when neither WEFT_JOB nor the launcher gives one
+  std::string job_source;  // the variables it was read from, e.g. "SLURM_JOB_ID.SLURM_STEP_ID"
 };
 
 namespace detail {

@@ -55,12 +55,13 @@ class failure_watch {
   // also interrupts `meeting`, which must outlive the watch.
   // `named`: this rank as messages name it, where the job numbers it otherwise (the node-local
   // tier of weft::tiered: its rank in the job); -1: `rank`.
-  failure_watch(store& meeting, std::string prefix, int rank, int serving = 0, handler on_failure = {},
-                int named = -1)
+  failure_watch(store& meeting, std::string prefix, int rank, int serving = 0,
+                handler on_failure = {}, int named = -1)
       : connect_(meeting.connector()),
         key_(std::move(prefix) + "/failed"),
         lifeline_(notice(rank, "its connection to the bootstrap store ended: the process of rank " +
-                                   std::to_string(named >= 0 ? named : rank) + " exited, crashed or was killed")),
+                                   std::to_string(named >= 0 ? named : rank) +
+                                   " exited, crashed or was killed")),
         rank_(rank),
         named_(named >= 0 ? named : rank),
         serving_(serving),
@@ -93,7 +94,8 @@ class failure_watch {
       // one hears it when the store has answered them all), or they would take its going for
       // rank 0's death.
       const auto until = deadline_clock::now() + report_time;
-      while (!heard_ && deadline_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      while (!heard_ && deadline_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     listening_->interrupt();
     thread_.join();
@@ -117,14 +119,16 @@ class failure_watch {
   void rethrow_if_lost(const std::string& who) const {
     const int rank = lost();
     if (rank < 0) return;
-    if (const auto sizes = weft::detail::quoted_sizes(why_); !sizes.empty()) {  // no rank is lost: none can start
+    if (const auto sizes = weft::detail::quoted_sizes(why_);
+        !sizes.empty()) {  // no rank is lost: none can start
       throw error(errc::mismatch, who + " could not start: " + std::string(sizes), rank);
     }
     if (rank == rank_) {
-      throw error(errc::peer_lost, who + " could not start: the other ranks count it as lost (" + why_ + ")");
+      throw error(errc::peer_lost,
+                  who + " could not start: the other ranks count it as lost (" + why_ + ")");
     }
-    throw error(errc::peer_lost, who + " could not start: rank " + std::to_string(rank) +
-                                     " is lost (" + why_ + ")");
+    throw error(errc::peer_lost,
+                who + " could not start: rank " + std::to_string(rank) + " is lost (" + why_ + ")");
   }
 
   // Called with the `failure` that ended the start-up, before rethrow_if_lost. When that is the
@@ -145,7 +149,9 @@ class failure_watch {
   void report(int lost, std::string_view why) {
     if (!active() || stopping_ || heard_) return;  // the job has its notice already
     try {
-      connect_(deadline_clock::now() + report_time)->claim(key_, notice(lost, "reported by rank " + std::to_string(named_) + ": " + std::string(why)));
+      connect_(deadline_clock::now() + report_time)
+          ->claim(key_, notice(lost, "reported by rank " + std::to_string(named_) + ": " +
+                                         std::string(why)));
     } catch (const error&) {  // the store is gone: the others learn that from their own watch
     }
   }
@@ -156,14 +162,17 @@ class failure_watch {
   // How long making the watch's own connection may take.
   static constexpr std::chrono::seconds connect_time{5};
 
-  static std::string notice(int lost, const std::string& why) { return std::to_string(lost) + "|" + why; }
+  static std::string notice(int lost, const std::string& why) {
+    return std::to_string(lost) + "|" + why;
+  }
 
   void listen() {
     int lost = -1;
     std::string why;
     try {
       std::optional<std::string> value;
-      while (!stopping_ && !value) value = listening_->get(key_, deadline_clock::now() + std::chrono::hours(24 * 365));
+      while (!stopping_ && !value)
+        value = listening_->get(key_, deadline_clock::now() + std::chrono::hours(24 * 365));
       if (!value) return;
       heard_ = true;
       const auto bar = std::min(value->find('|'), value->size());
@@ -197,7 +206,7 @@ class failure_watch {
   bool lifeline_set_ = false;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> heard_{false};  // the key was set, or the store went
-  std::atomic<int> lost_{-1};        // set once, by the watch's thread, after why_
+  std::atomic<int> lost_{-1};       // set once, by the watch's thread, after why_
   std::string why_;
   std::mutex starting_guard_;
   store* meeting_;  // interrupted by a notice until started()

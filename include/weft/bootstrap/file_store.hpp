@@ -42,7 +42,8 @@ class file_store final : public store {
  public:
   explicit file_store(std::filesystem::path directory) : directory_(std::move(directory)) {
     std::error_code failure;
-    if (directory_.has_parent_path()) std::filesystem::create_directories(directory_.parent_path(), failure);
+    if (directory_.has_parent_path())
+      std::filesystem::create_directories(directory_.parent_path(), failure);
     if (!failure && ::mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
       failure = std::error_code(errno, std::generic_category());
     }
@@ -68,17 +69,23 @@ class file_store final : public store {
         switch (state_of(*holder)) {
           case process_state::running:
             throw error(errc::invalid_argument,
-                        "file store: " + directory_.string() + " is in use by a running job (its rank 0 is " + *holder +
-                            "; this is " + mine + "): give each job a directory of its own (WEFT_STORE_PATH) "
+                        "file store: " + directory_.string() +
+                            " is in use by a running job (its rank 0 is " + *holder + "; this is " +
+                            mine +
+                            "): give each job a directory of its own (WEFT_STORE_PATH) "
                             "or an identity (WEFT_JOB)");
           case process_state::elsewhere:
-            throw error(errc::invalid_argument,
-                        "file store: " + directory_.string() + " holds the files of a job whose rank 0 is " + *holder +
-                            ", on another host, which this host cannot check: if that job has ended, remove the "
-                            "directory; else give this job a directory of its own (WEFT_STORE_PATH)");
+            throw error(
+                errc::invalid_argument,
+                "file store: " + directory_.string() +
+                    " holds the files of a job whose rank 0 is " + *holder +
+                    ", on another host, which this host cannot check: if that job has ended, "
+                    "remove the "
+                    "directory; else give this job a directory of its own (WEFT_STORE_PATH)");
           case process_state::ended:
             std::fprintf(stderr,
-                         "weft: file store: %s holds the files of a job that did not end normally (its rank 0, "
+                         "weft: file store: %s holds the files of a job that did not end normally "
+                         "(its rank 0, "
                          "%s, no longer runs); taking it over\n",
                          directory_.c_str(), holder->c_str());
             empty_directory();
@@ -153,7 +160,8 @@ class file_store final : public store {
     std::filesystem::remove(temporary, ignored);
     if (!failure) return std::string(value);
     if (failure != std::errc::file_exists) {
-      throw error(errc::transport, "file store: cannot link " + final_path.string() + ": " + failure.message());
+      throw error(errc::transport,
+                  "file store: cannot link " + final_path.string() + ": " + failure.message());
     }
     return *get(key, deadline_clock::now() + std::chrono::seconds(10));
   }
@@ -161,7 +169,9 @@ class file_store final : public store {
   std::string describe() const override { return "file store in " + directory_.string(); }
 
   connector_type connector() const override {
-    return [directory = directory_](deadline_clock::time_point) { return std::make_unique<file_store>(directory); };
+    return [directory = directory_](deadline_clock::time_point) {
+      return std::make_unique<file_store>(directory);
+    };
   }
   void interrupt() override { interrupted_ = true; }
 
@@ -169,7 +179,8 @@ class file_store final : public store {
   // Writes `value` to a new file next to `final_path` (which it then replaces or is linked to,
   // so that no reader sees half a value); returns its path.
   // The file is readable by its owner only (0600): values include the job's secret.
-  static std::filesystem::path write_beside(const std::filesystem::path& final_path, std::string_view value) {
+  static std::filesystem::path write_beside(const std::filesystem::path& final_path,
+                                            std::string_view value) {
     auto temporary = final_path;
     temporary += ".tmp" + std::to_string(std::random_device{}());
     const int descriptor = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

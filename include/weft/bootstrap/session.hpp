@@ -6,9 +6,9 @@
 //
 // It holds, in this order, the rendezvous (the store rank 0 serves, or the file store at
 // WEFT_STORE_PATH, and the job's secret: weft/bootstrap/rendezvous.hpp), the transport built
-// over it, and the world communicator. A transport's config may take what the launch settled before the transport is
-// built by defining adopt(const bootstrap::launch&, const std::string& secret) (the TCP
-// transport takes the secret and the bind address).
+// over it, and the world communicator. A transport's config may take what the launch settled before
+// the transport is built by defining adopt(const bootstrap::launch&, const std::string& secret)
+// (the TCP transport takes the secret and the bind address).
 #pragma once
 
 #include "weft/bootstrap/environment.hpp"
@@ -38,14 +38,16 @@ std::string describe_job(const launch& where, const store* meeting, const Transp
   } else if constexpr (requires { Transport::tuning_key; }) {
     text += std::string(Transport::tuning_key);
   }
-  text += "; meeting: " + (meeting != nullptr ? meeting->describe() : std::string("none (one rank)"));
+  text +=
+      "; meeting: " + (meeting != nullptr ? meeting->describe() : std::string("none (one rank)"));
   return text;
 }
 
 // Rank 0 prints the job's line once on stderr when WEFT_VERBOSE is set (a flag), so a user sees
 // which transport, provider and meeting a job uses without inferring it.
 inline void say_what_runs(int rank, const std::string& line) {
-  if (rank == 0 && weft::detail::env::flag("WEFT_VERBOSE").value_or(false)) std::fprintf(stderr, "weft: %s\n", line.c_str());
+  if (rank == 0 && weft::detail::env::flag("WEFT_VERBOSE").value_or(false))
+    std::fprintf(stderr, "weft: %s\n", line.c_str());
 }
 
 }  // namespace bootstrap
@@ -72,7 +74,9 @@ class basic_session {
 
   // What the job runs on, one line: ranks, launcher, transport (its describe()), meeting. Rank 0
   // prints it at start-up when WEFT_VERBOSE=1.
-  std::string describe() const { return bootstrap::describe_job(meeting_.launched(), meeting_.get(), *transport_); }
+  std::string describe() const {
+    return bootstrap::describe_job(meeting_.launched(), meeting_.get(), *transport_);
+  }
 
   communicator<Transport>& comm() { return *comm_; }
   Transport& endpoint() { return *transport_; }

@@ -78,9 +78,10 @@ inline void claim_rank(store& meeting, const std::string& key, int rank) {
   const std::string holder = meeting.claim(key, mine);
   if (holder != mine) {
     throw error(errc::invalid_argument,
-                "rank " + std::to_string(rank) + " is already taken by " + holder + " (this is " + mine +
-                    ") in the " + meeting.describe() + ": two processes were started as rank " +
-                    std::to_string(rank) + "; check the launcher's rank variables (WEFT_RANK), and "
+                "rank " + std::to_string(rank) + " is already taken by " + holder + " (this is " +
+                    mine + ") in the " + meeting.describe() +
+                    ": two processes were started as rank " + std::to_string(rank) +
+                    "; check the launcher's rank variables (WEFT_RANK), and "
                     "give jobs that share a store their own WEFT_SECRET or key prefix");
   }
 }

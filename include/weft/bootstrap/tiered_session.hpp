@@ -48,30 +48,37 @@ class tiered_session {
   using network_config = typename detail::config_of<Network>::type;
 
   static tiered_session from_environment(options settings = options::from_environment()) {
-    return tiered_session(bootstrap::from_environment(), settings, network_config::from_environment(),
-                          local_config::from_environment());
+    return tiered_session(bootstrap::from_environment(), settings,
+                          network_config::from_environment(), local_config::from_environment());
   }
 
-  tiered_session(const bootstrap::launch& where, options settings, network_config network, local_config local)
+  tiered_session(const bootstrap::launch& where, options settings, network_config network,
+                 local_config local)
       : meeting_(where, deadline_clock::now() + network.connect_timeout) {
-    if constexpr (requires { network.adopt(where, meeting_.secret()); }) network.adopt(where, meeting_.secret());
+    if constexpr (requires { network.adopt(where, meeting_.secret()); })
+      network.adopt(where, meeting_.secret());
     const auto deadline = deadline_clock::now() + network.connect_timeout;
     host_layout layout = learn_layout(where, network.prefix, deadline);
     const int host = layout.host_of(where.rank);
     const auto here = layout.ranks_on(host);
     Network across(where.rank, where.size, meeting_.get(), network);
     if constexpr (tiered<Local, Network>::has_local) {
-      if constexpr (requires { local.adopt(where, meeting_.secret()); }) local.adopt(where, meeting_.secret());
+      if constexpr (requires { local.adopt(where, meeting_.secret()); })
+        local.adopt(where, meeting_.secret());
       local.prefix = network.prefix + "/host-" + std::to_string(host);
       local.job_ranks.assign(here.begin(), here.end());
       const int index = layout.local_index(where.rank);
       const int count = static_cast<int>(here.size());
       Local within(index, count, count > 1 ? meeting_.get() : nullptr, local);
-      transport_ = std::make_unique<transport_type>(std::move(layout), std::move(across), std::move(within));
+      transport_ =
+          std::make_unique<transport_type>(std::move(layout), std::move(across), std::move(within));
     } else {
       if (where.rank == 0 && layout.largest_host() > 1) {
-        std::fprintf(stderr, "weft: no node-local transport is compiled in: the ranks of each host talk over %s (%s)\n",
-                     std::string(detail::tuning_key_of<Network>()).c_str(), layout.describe().c_str());
+        std::fprintf(stderr,
+                     "weft: no node-local transport is compiled in: the ranks of each host talk "
+                     "over %s (%s)\n",
+                     std::string(detail::tuning_key_of<Network>()).c_str(),
+                     layout.describe().c_str());
       }
       transport_ = std::make_unique<transport_type>(std::move(layout), std::move(across));
     }
@@ -80,7 +87,9 @@ class tiered_session {
   }
 
   // What the job runs on, one line (as basic_session::describe(): the hosts and both tiers).
-  std::string describe() const { return bootstrap::describe_job(meeting_.launched(), meeting_.get(), *transport_); }
+  std::string describe() const {
+    return bootstrap::describe_job(meeting_.launched(), meeting_.get(), *transport_);
+  }
 
   communicator<transport_type>& comm() { return *comm_; }
   transport_type& endpoint() { return *transport_; }
@@ -90,7 +99,8 @@ class tiered_session {
 
  private:
   // Every rank's host, through the store: published by each, read by all.
-  host_layout learn_layout(const bootstrap::launch& where, const std::string& prefix, deadline_clock::time_point deadline) {
+  host_layout learn_layout(const bootstrap::launch& where, const std::string& prefix,
+                           deadline_clock::time_point deadline) {
     const std::string key = prefix + "/host/";
     const std::string mine = this_host();
     if (where.size == 1) return host_layout::from_keys(std::span<const std::string>(&mine, 1));
@@ -99,9 +109,10 @@ class tiered_session {
     for (int r = 0; r < where.size; ++r) {
       auto value = meeting_.get()->get(key + std::to_string(r), deadline);
       if (!value) {
-        throw error(errc::timeout, "rank " + std::to_string(where.rank) + ": rank " + std::to_string(r) +
-                                       " did not say which host it runs on in the " + meeting_.get()->describe() +
-                                       " before the start-up deadline");
+        throw error(errc::timeout,
+                    "rank " + std::to_string(where.rank) + ": rank " + std::to_string(r) +
+                        " did not say which host it runs on in the " + meeting_.get()->describe() +
+                        " before the start-up deadline");
       }
       names[static_cast<std::size_t>(r)] = std::move(*value);
     }

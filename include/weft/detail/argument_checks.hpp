@@ -91,22 +91,26 @@ void check_extent(const Comm& comm, collective kind, std::string_view what, std:
 // a * b elements, refused when the product overflows (it would wrap to a small size that the
 // buffers could then match).
 template <class Comm>
-std::size_t product(const Comm& comm, collective kind, std::string_view what, std::size_t a, std::size_t b) {
+std::size_t product(const Comm& comm, collective kind, std::string_view what, std::size_t a,
+                    std::size_t b) {
   std::size_t result = 0;
   if (__builtin_mul_overflow(a, b, &result)) {
     invalid(comm.rank(), kind,
-            std::string(what) + ": " + std::to_string(a) + " x " + std::to_string(b) + " elements overflows");
+            std::string(what) + ": " + std::to_string(a) + " x " + std::to_string(b) +
+                " elements overflows");
   }
   return result;
 }
 
 // The sum of `counts`, refused when it overflows.
 template <class Comm>
-std::size_t total(const Comm& comm, collective kind, std::string_view what, std::span<const std::size_t> counts) {
+std::size_t total(const Comm& comm, collective kind, std::string_view what,
+                  std::span<const std::size_t> counts) {
   std::size_t result = 0;
   for (const std::size_t count : counts) {
     if (__builtin_add_overflow(result, count, &result)) {
-      invalid(comm.rank(), kind, std::string(what) + " add up to more elements than a size_t counts");
+      invalid(comm.rank(), kind,
+              std::string(what) + " add up to more elements than a size_t counts");
     }
   }
   return result;

@@ -53,7 +53,8 @@ inline void balanced_displacements(std::span<std::size_t> displs, std::size_t co
 inline void count_displacements(std::span<std::size_t> displs, std::span<const std::size_t> counts,
                                 std::size_t element_size) {
   displs[0] = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) displs[i + 1] = displs[i] + counts[i] * element_size;
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    displs[i + 1] = displs[i] + counts[i] * element_size;
 }
 
 inline int mod(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
@@ -86,12 +87,14 @@ class reducer {
                         std::span<const T>(reinterpret_cast<const T*>(b.data()), count),
                         *static_cast<const Op*>(op_pointer));
         }),
-        reduce_all_([](void* memory_pointer, const void* op_pointer, std::span<std::byte* const> outs,
-                       std::span<const std::byte* const> ins, std::size_t size) {
-          reduce_all_with<T>(*static_cast<Memory*>(memory_pointer), *static_cast<const Op*>(op_pointer), outs, ins,
-                             size);
+        reduce_all_([](void* memory_pointer, const void* op_pointer,
+                       std::span<std::byte* const> outs, std::span<const std::byte* const> ins,
+                       std::size_t size) {
+          reduce_all_with<T>(*static_cast<Memory*>(memory_pointer),
+                             *static_cast<const Op*>(op_pointer), outs, ins, size);
         }) {
-    if constexpr (held_by_value<Op>) std::memcpy(op_value_, static_cast<const void*>(&op), sizeof(Op));
+    if constexpr (held_by_value<Op>)
+      std::memcpy(op_value_, static_cast<const void*>(&op), sizeof(Op));
   }
 
   void operator()(bytes dst, const_bytes a, const_bytes b) const {
@@ -102,7 +105,8 @@ class reducer {
   template <class Memory>
   void apply_in(Memory& memory, bytes dst, const_bytes a, const_bytes b) const {
     if (memory_type_ != &type_tag<std::remove_cv_t<Memory>>) {
-      throw error(errc::invalid_argument, "a reduction made for one memory space was applied in another");
+      throw error(errc::invalid_argument,
+                  "a reduction made for one memory space was applied in another");
     }
     if (!dst.empty()) combine_(&memory, op(), dst, a, b);
   }
@@ -111,10 +115,11 @@ class reducer {
   // (weft::cuda::device_memory: one kernel) does it in one pass; any other combines into
   // outs[0] and copies from there. An output may be the first input, no other.
   template <class Memory>
-  void apply_all_in(Memory& memory, std::span<std::byte* const> outs, std::span<const std::byte* const> ins,
-                    std::size_t size) const {
+  void apply_all_in(Memory& memory, std::span<std::byte* const> outs,
+                    std::span<const std::byte* const> ins, std::size_t size) const {
     if (memory_type_ != &type_tag<std::remove_cv_t<Memory>>) {
-      throw error(errc::invalid_argument, "a reduction made for one memory space was applied in another");
+      throw error(errc::invalid_argument,
+                  "a reduction made for one memory space was applied in another");
     }
     if (size != 0 && !outs.empty() && !ins.empty()) reduce_all_(&memory, op(), outs, ins, size);
   }
@@ -124,8 +129,8 @@ class reducer {
  private:
   static constexpr std::size_t op_room = 32;
   template <class Op>
-  static constexpr bool held_by_value =
-      std::is_trivially_copyable_v<Op> && sizeof(Op) <= op_room && alignof(Op) <= 16;
+  static constexpr bool held_by_value = std::is_trivially_copyable_v<Op> && sizeof(Op) <= op_room &&
+                                        alignof(Op) <= 16;
   const void* op() const { return op_ != nullptr ? op_ : static_cast<const void*>(op_value_); }
 
   template <class T, class Op, class Memory>
@@ -133,16 +138,20 @@ class reducer {
                               std::span<const std::byte* const> ins, std::size_t size) {
     const std::size_t count = size / sizeof(T);
     auto out = [&](std::size_t k) { return std::span<T>(reinterpret_cast<T*>(outs[k]), count); };
-    auto in = [&](std::size_t i) { return std::span<const T>(reinterpret_cast<const T*>(ins[i]), count); };
+    auto in = [&](std::size_t i) {
+      return std::span<const T>(reinterpret_cast<const T*>(ins[i]), count);
+    };
     if constexpr (requires { memory.reduce_all(outs, ins, count, op, std::type_identity<T>{}); }) {
       memory.reduce_all(outs, ins, count, op, std::type_identity<T>{});
     } else {
       if (ins.size() == 1) {
-        for (std::size_t k = 0; k < outs.size(); ++k) memory.copy(std::as_writable_bytes(out(k)), std::as_bytes(in(0)));
+        for (std::size_t k = 0; k < outs.size(); ++k)
+          memory.copy(std::as_writable_bytes(out(k)), std::as_bytes(in(0)));
         return;
       }
       memory.combine(out(0), in(0), in(1), op);
-      for (std::size_t i = 2; i < ins.size(); ++i) memory.combine(out(0), std::span<const T>(out(0)), in(i), op);
+      for (std::size_t i = 2; i < ins.size(); ++i)
+        memory.combine(out(0), std::span<const T>(out(0)), in(i), op);
       for (std::size_t k = 1; k < outs.size(); ++k) {
         memory.copy(std::as_writable_bytes(out(k)), std::as_bytes(std::span<const T>(out(0))));
       }
@@ -156,7 +165,8 @@ class reducer {
   std::size_t element_size_;
   bool commutative_;
   void (*combine_)(void*, const void*, bytes, const_bytes, const_bytes);
-  void (*reduce_all_)(void*, const void*, std::span<std::byte* const>, std::span<const std::byte* const>, std::size_t);
+  void (*reduce_all_)(void*, const void*, std::span<std::byte* const>,
+                      std::span<const std::byte* const>, std::size_t);
 };
 
 }  // namespace weft::detail
@@ -165,7 +175,9 @@ namespace weft::detail {
 
 // Number of pieces of at most `chunk` bytes that cover `size` bytes (0 for an empty range).
 // Written so that no piece size, up to SIZE_MAX, wraps it (size + chunk - 1 would).
-inline std::size_t chunk_count(std::size_t size, std::size_t chunk) { return size == 0 ? 0 : (size - 1) / chunk + 1; }
+inline std::size_t chunk_count(std::size_t size, std::size_t chunk) {
+  return size == 0 ? 0 : (size - 1) / chunk + 1;
+}
 
 // Piece `index` of a byte range cut into pieces of `chunk` bytes (the last may be shorter).
 template <class Byte>

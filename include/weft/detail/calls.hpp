@@ -14,8 +14,8 @@
 #include "weft/algorithms/direct.hpp"
 #include "weft/algorithms/dissemination.hpp"
 #include "weft/algorithms/double_binary_tree.hpp"
-#include "weft/algorithms/hierarchical.hpp"
 #include "weft/algorithms/fused.hpp"
+#include "weft/algorithms/hierarchical.hpp"
 #include "weft/algorithms/pairwise.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/algorithms/recursive_halving.hpp"
@@ -42,21 +42,36 @@ using builtin_algorithms =
 
 template <class T>
 constexpr std::string_view type_name() {
-  if constexpr (std::is_same_v<T, std::int8_t>) return "int8";
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
-  else if constexpr (std::is_same_v<T, std::int16_t>) return "int16";
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return "uint16";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
-  else if constexpr (std::is_same_v<T, float>) return "float32";
-  else if constexpr (std::is_same_v<T, double>) return "float64";
-  else if constexpr (std::is_same_v<T, bfloat16>) return "bfloat16";
-  else if constexpr (std::is_same_v<T, half>) return "half";
-  else if constexpr (std::is_integral_v<T>) return "integer";
-  else if constexpr (std::is_floating_point_v<T>) return "floating";
-  else return "user type";
+  if constexpr (std::is_same_v<T, std::int8_t>)
+    return "int8";
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return "uint8";
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return "int16";
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return "uint16";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return "uint32";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return "uint64";
+  else if constexpr (std::is_same_v<T, float>)
+    return "float32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float64";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bfloat16";
+  else if constexpr (std::is_same_v<T, half>)
+    return "half";
+  else if constexpr (std::is_integral_v<T>)
+    return "integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "floating";
+  else
+    return "user type";
 }
 
 // Describes a call for check mode (op is empty for the data-movement collectives).
@@ -97,22 +112,25 @@ struct reduction_call {
   call_signature (*describe)(std::size_t, std::string_view, int);
 
   template <class A, class Comm>
-  static constexpr bool supported =
-      (Kind == collective::allreduce &&
-       requires(Comm& c, const_bytes i, bytes o, const reducer& f) { A::allreduce(c, i, o, f); }) ||
-      (Kind == collective::reduce_scatter &&
-       requires(Comm& c, const_bytes i, bytes o, const reducer& f) {
-         A::reduce_scatter(c, i, o, f);
-       }) ||
-      (Kind == collective::reduce &&
-       requires(Comm& c, const_bytes i, bytes o, const reducer& f, int r) {
-         A::reduce(c, i, o, f, r);
-       });
+  static constexpr bool supported = (Kind == collective::allreduce &&
+                                     requires(Comm & c, const_bytes i, bytes o, const reducer& f) {
+                                       A::allreduce(c, i, o, f);
+                                     }) ||
+                                    (Kind == collective::reduce_scatter &&
+                                     requires(Comm & c, const_bytes i, bytes o, const reducer& f) {
+                                       A::reduce_scatter(c, i, o, f);
+                                     }) ||
+                                    (Kind == collective::reduce &&
+                                     requires(Comm & c, const_bytes i, bytes o, const reducer& f,
+                                              int r) { A::reduce(c, i, o, f, r); });
   template <class A, class Comm>
   void run(Comm& comm) const {
-    if constexpr (Kind == collective::allreduce) A::allreduce(comm, in, out, *combine);
-    else if constexpr (Kind == collective::reduce_scatter) A::reduce_scatter(comm, in, out, *combine);
-    else A::reduce(comm, in, out, *combine, root);
+    if constexpr (Kind == collective::allreduce)
+      A::allreduce(comm, in, out, *combine);
+    else if constexpr (Kind == collective::reduce_scatter)
+      A::reduce_scatter(comm, in, out, *combine);
+    else
+      A::reduce(comm, in, out, *combine, root);
   }
   // reduce's output is the root's alone, so its size is its input's; the others' is the output.
   std::size_t message_bytes() const { return Kind == collective::reduce ? in.size() : out.size(); }
@@ -146,9 +164,13 @@ struct broadcast_call : movement_call_base {
   bytes data;
   int root;
   template <class A, class Comm>
-  static constexpr bool supported = requires(Comm& c, bytes d, int root) { A::broadcast(c, d, root); };
+  static constexpr bool supported = requires(Comm& c, bytes d, int root) {
+    A::broadcast(c, d, root);
+  };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::broadcast(comm, data, root); }
+  void run(Comm& comm) const {
+    A::broadcast(comm, data, root);
+  }
   std::size_t message_bytes() const { return data.size(); }
   call_signature signature(std::string_view algorithm) const {
     return describe(kind, data.size() / element_size, root, algorithm);
@@ -164,9 +186,13 @@ struct allgather_call : movement_call_base {
   const_bytes in;
   bytes out;
   template <class A, class Comm>
-  static constexpr bool supported = requires(Comm& c, const_bytes i, bytes o) { A::allgather(c, i, o); };
+  static constexpr bool supported = requires(Comm& c, const_bytes i, bytes o) {
+    A::allgather(c, i, o);
+  };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::allgather(comm, in, out); }
+  void run(Comm& comm) const {
+    A::allgather(comm, in, out);
+  }
   std::size_t message_bytes() const { return in.size(); }
   call_signature signature(std::string_view algorithm) const {
     return describe(kind, in.size() / element_size, -1, algorithm);
@@ -188,7 +214,9 @@ struct allgatherv_call : movement_call_base {
     A::allgatherv(c, i, o, b);
   };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::allgatherv(comm, in, out, blocks); }
+  void run(Comm& comm) const {
+    A::allgatherv(comm, in, out, blocks);
+  }
   // the same on every rank: the total, spread over the ranks
   std::size_t message_bytes() const { return out.size() / (counts.empty() ? 1 : counts.size()); }
   call_signature signature(std::string_view algorithm) const {
@@ -208,9 +236,13 @@ struct alltoall_call : movement_call_base {
   const_bytes in;
   bytes out;
   template <class A, class Comm>
-  static constexpr bool supported = requires(Comm& c, const_bytes i, bytes o) { A::alltoall(c, i, o); };
+  static constexpr bool supported = requires(Comm& c, const_bytes i, bytes o) {
+    A::alltoall(c, i, o);
+  };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::alltoall(comm, in, out); }
+  void run(Comm& comm) const {
+    A::alltoall(comm, in, out);
+  }
   std::size_t message_bytes() const { return in.size(); }
   call_signature signature(std::string_view algorithm) const {
     return describe(kind, in.size() / element_size, -1, algorithm);
@@ -234,10 +266,14 @@ struct alltoallv_call : movement_call_base {
     A::alltoallv(c, i, b, o, b);
   };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::alltoallv(comm, in, in_blocks, out, out_blocks); }
+  void run(Comm& comm) const {
+    A::alltoallv(comm, in, in_blocks, out, out_blocks);
+  }
   // per-rank counts differ, so the choice must not depend on them
   std::size_t message_bytes() const { return 0; }
-  call_signature signature(std::string_view algorithm) const { return describe(kind, 0, -1, algorithm); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, 0, -1, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
     check_call(comm, signature(algorithm), in_counts, out_counts);
@@ -254,7 +290,9 @@ struct gather_call : movement_call_base {
     A::gather(c, i, o, root);
   };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::gather(comm, in, out, root); }
+  void run(Comm& comm) const {
+    A::gather(comm, in, out, root);
+  }
   std::size_t message_bytes() const { return in.size(); }
   call_signature signature(std::string_view algorithm) const {
     return describe(kind, in.size() / element_size, root, algorithm);
@@ -275,7 +313,9 @@ struct scatter_call : movement_call_base {
     A::scatter(c, i, o, root);
   };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::scatter(comm, in, out, root); }
+  void run(Comm& comm) const {
+    A::scatter(comm, in, out, root);
+  }
   std::size_t message_bytes() const { return out.size(); }
   call_signature signature(std::string_view algorithm) const {
     return describe(kind, out.size() / element_size, root, algorithm);
@@ -289,11 +329,17 @@ struct scatter_call : movement_call_base {
 struct barrier_call : movement_call_base {
   static constexpr collective kind = collective::barrier;
   template <class A, class Comm>
-  static constexpr bool supported = requires(Comm& c) { A::barrier(c); };
+  static constexpr bool supported = requires(Comm& c) {
+    A::barrier(c);
+  };
   template <class A, class Comm>
-  void run(Comm& comm) const { A::barrier(comm); }
+  void run(Comm& comm) const {
+    A::barrier(comm);
+  }
   std::size_t message_bytes() const { return 0; }
-  call_signature signature(std::string_view algorithm) const { return describe(kind, 0, -1, algorithm); }
+  call_signature signature(std::string_view algorithm) const {
+    return describe(kind, 0, -1, algorithm);
+  }
   template <class Comm>
   void check(Comm& comm, std::string_view algorithm) const {
     check_call(comm, signature(algorithm));
@@ -315,8 +361,10 @@ inline constexpr bool implements_v =
 
 template <class Algorithm, class Op>
 inline constexpr bool order_ok_v = [] {
-  if constexpr (std::is_same_v<Algorithm, automatic> || is_commutative_v<Op>) return true;
-  else return bool(Algorithm::keeps_rank_order);
+  if constexpr (std::is_same_v<Algorithm, automatic> || is_commutative_v<Op>)
+    return true;
+  else
+    return bool(Algorithm::keeps_rank_order);
 }();
 
 }  // namespace weft::detail

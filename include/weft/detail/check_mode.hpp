@@ -19,7 +19,8 @@ namespace weft::detail {
 // the same errc::mismatch when anything differs. For v-collectives, send_counts[j] (what this
 // rank sends to j) must equal rank j's recv_counts[this rank].
 template <class Comm>
-void check_call(Comm& comm, const call_signature& mine, std::span<const std::size_t> send_counts = {},
+void check_call(Comm& comm, const call_signature& mine,
+                std::span<const std::size_t> send_counts = {},
                 std::span<const std::size_t> recv_counts = {}) {
   struct statement {
     call_signature signature;
@@ -31,14 +32,14 @@ void check_call(Comm& comm, const call_signature& mine, std::span<const std::siz
   for (std::size_t j = 0; j < p; ++j) {
     mine_to[j] = {mine, send_counts.empty() ? 0 : send_counts[j]};
   }
-  comm.exchange_statements(std::as_bytes(std::span(mine_to)), std::as_writable_bytes(std::span(told)),
-                           sizeof(statement));
+  comm.exchange_statements(std::as_bytes(std::span(mine_to)),
+                           std::as_writable_bytes(std::span(told)), sizeof(statement));
 
   std::string verdict;
   for (std::size_t i = 1; i < p && verdict.empty(); ++i) {
     if (!told[i].signature.same_call(told[0].signature)) {
-      verdict = "rank 0 called " + told[0].signature.describe() + " but rank " +
-                std::to_string(i) + " called " + told[i].signature.describe();
+      verdict = "rank 0 called " + told[0].signature.describe() + " but rank " + std::to_string(i) +
+                " called " + told[i].signature.describe();
     }
   }
   for (std::size_t i = 0; i < p && verdict.empty() && !recv_counts.empty(); ++i) {
@@ -55,8 +56,8 @@ void check_call(Comm& comm, const call_signature& mine, std::span<const std::siz
   std::vector<finding> found(p);
   std::vector<finding> mine_found(p);
   for (auto& entry : mine_found) call_signature::copy_text(entry.text.data(), 256, verdict);
-  comm.exchange_statements(std::as_bytes(std::span(mine_found)), std::as_writable_bytes(std::span(found)),
-                           sizeof(finding));
+  comm.exchange_statements(std::as_bytes(std::span(mine_found)),
+                           std::as_writable_bytes(std::span(found)), sizeof(finding));
   for (const auto& entry : found) {
     if (entry.text[0] != '\0') {
       throw error(errc::mismatch, std::string(entry.text.data()) +

@@ -12,7 +12,8 @@
 namespace weft {
 
 template <transport T>
-typename communicator<T>::call_scope communicator<T>::begin(collective kind, std::string_view algorithm,
+typename communicator<T>::call_scope communicator<T>::begin(collective kind,
+                                                            std::string_view algorithm,
                                                             const call_signature* asked) {
   if (in_call_.exchange(true, std::memory_order_acquire)) {
     throw error(errc::invalid_argument,
@@ -47,7 +48,8 @@ communicator<T>::call_scope::~call_scope() {
   if (owner_ == nullptr) return;
   owner_->asked_ = nullptr;
   if (owner_->recorder_) {
-    owner_->recorder_->end(owner_->step_, owner_->bytes_sent_, std::uncaught_exceptions() > exceptions_);
+    owner_->recorder_->end(owner_->step_, owner_->bytes_sent_,
+                           std::uncaught_exceptions() > exceptions_);
   }
   owner_->in_call_.store(false, std::memory_order_release);
 }

@@ -30,7 +30,8 @@
 namespace weft {
 
 template <transport T>
-std::size_t communicator<T>::messages_arrived_early(std::span<early_message> found, bool at_call_end) {
+std::size_t communicator<T>::messages_arrived_early(std::span<early_message> found,
+                                                    bool at_call_end) {
   if constexpr (early_message_transport<T>) {
     return std::min(transport_->early_messages(found), found.size());
   } else if constexpr (peeking_transport<T>) {
@@ -47,8 +48,10 @@ std::size_t communicator<T>::messages_arrived_early(std::span<early_message> fou
       if (peek_next_ == rank_) peek_next_ = (peek_next_ + 1) % p;
       const int peer = transport_rank(peek_next_);
       for (std::uint32_t behind = 0; behind < 4 && count < found.size(); ++behind) {
-        const tag_t tag = (tag_t{context_} << 32) | ((tag_t{sequence_ - behind} & number_mask) << number_shift);
-        if (const auto seen = transport_->peek(peer, tag, ignore)) found[count++] = early_message{peer, *seen};
+        const tag_t tag =
+            (tag_t{context_} << 32) | ((tag_t{sequence_ - behind} & number_mask) << number_shift);
+        if (const auto seen = transport_->peek(peer, tag, ignore))
+          found[count++] = early_message{peer, *seen};
       }
     }
     return count;
@@ -66,7 +69,8 @@ void communicator<T>::look_for_other_calls(bool at_call_end) {
     const std::size_t count = messages_arrived_early(found, at_call_end);
     for (std::size_t i = 0; i < count; ++i) {
       const tag_t tag = found[i].tag;
-      if ((tag >> 32) != context_ || (tag & (tag_t{1} << 31)) != 0) continue;  // another's, a user tag
+      if ((tag >> 32) != context_ || (tag & (tag_t{1} << 31)) != 0)
+        continue;  // another's, a user tag
       const auto kind = static_cast<unsigned>((tag >> kind_shift) & kind_mask);
       if (kind == kind_mask) continue;  // a statement (check mode, split)
       const auto digest = static_cast<std::uint8_t>((tag >> digest_shift) & digest_mask);
@@ -77,7 +81,8 @@ void communicator<T>::look_for_other_calls(bool at_call_end) {
       const bool same_call = kind == static_cast<unsigned>(collective_) && digest == digest_;
       const bool waiting = (tag & channel_mask) == static_cast<tag_t>(waiting_channel);
       if (waiting && ((behind == 0 && same_call) || earlier)) {
-        take_waiting(found[i].peer, tag);  // a peer waited for this rank in this call or an ended one
+        take_waiting(found[i].peer,
+                     tag);  // a peer waited for this rank in this call or an ended one
         continue;
       }
       if ((behind == 0 && !same_call) || earlier) {
@@ -105,7 +110,8 @@ void communicator<T>::say_waiting_for(int peer) {
       }
     });
     if (waiting_said_.size() >= 64) return;  // peers that take nothing in: say no more
-    waiting_said_.emplace_back(transport_->send(transport_rank(peer), detail::const_bytes{}, call_tag(waiting_channel)));
+    waiting_said_.emplace_back(
+        transport_->send(transport_rank(peer), detail::const_bytes{}, call_tag(waiting_channel)));
   }
 }
 
@@ -117,10 +123,11 @@ void communicator<T>::take_waiting(int transport_peer, tag_t tag) {
 }
 
 template <transport T>
-void communicator<T>::fail_other_call(int peer, collective theirs, std::uint32_t their_number, bool earlier) {
+void communicator<T>::fail_other_call(int peer, collective theirs, std::uint32_t their_number,
+                                      bool earlier) {
   const std::string mine = asked_ != nullptr ? asked_->describe()
-                                             : std::string(to_string(collective_)) + " (algorithm " +
-                                                   std::string(algorithm_) + ")";
+                                             : std::string(to_string(collective_)) +
+                                                   " (algorithm " + std::string(algorithm_) + ")";
   std::string what;
   if (earlier) {
     what = describe_rank(peer) + " sent a message in its " + std::string(to_string(theirs)) + " #" +
@@ -130,11 +137,11 @@ void communicator<T>::fail_other_call(int peer, collective theirs, std::uint32_t
   } else {
     what = describe_rank(peer) + "'s call #" + std::to_string(sequence_) + " is " +
            std::string(to_string(theirs)) +
-           (theirs == collective_ ? " with another root, count, type, op or algorithm" : "") + ", but " +
-           describe_rank() + "'s is " + mine;
+           (theirs == collective_ ? " with another root, count, type, op or algorithm" : "") +
+           ", but " + describe_rank() + "'s is " + mine;
   }
-  const std::string message = std::string(detail::mismatch_notice) + what + "; " +
-                              std::string(detail::mismatch_advice);
+  const std::string message =
+      std::string(detail::mismatch_notice) + what + "; " + std::string(detail::mismatch_advice);
   tell_others(peer, message);
   fail(errc::mismatch, describe_rank() + ": " + message);
 }
@@ -142,8 +149,8 @@ void communicator<T>::fail_other_call(int peer, collective theirs, std::uint32_t
 template <transport T>
 void communicator<T>::skip_calls(const std::string& what) {
   if (broken_) return;
-  const std::string message = std::string(detail::mismatch_notice) + describe_rank() + " " + what + "; " +
-                              std::string(detail::mismatch_advice);
+  const std::string message = std::string(detail::mismatch_notice) + describe_rank() + " " + what +
+                              "; " + std::string(detail::mismatch_advice);
   tell_others_of(transport_rank(rank_), message);
   broken_ = true;
   broken_code_ = errc::mismatch;

@@ -87,7 +87,8 @@ communicator<T>& communicator<T>::group(std::span<const int> members) {
 }
 
 template <transport T>
-communicator<T> communicator<T>::derived_group(std::span<const int> members, std::uint32_t context) {
+communicator<T> communicator<T>::derived_group(std::span<const int> members,
+                                               std::uint32_t context) {
   refuse_if_broken("a derived group");
   communicator child(*transport_, settings_, context);
   child.ranks_.clear();
@@ -106,8 +107,10 @@ void communicator<T>::learn_hosts() {
   const auto p = static_cast<std::size_t>(size());
   std::vector<std::uint64_t> all(p);
   std::vector<std::uint64_t> told(p, mine);
-  exchange(std::as_bytes(std::span(told)), std::as_writable_bytes(std::span(all)), sizeof(std::uint64_t));
-  hosts_ = std::make_shared<const host_layout>(host_layout::from_keys(std::span<const std::uint64_t>(all)));
+  exchange(std::as_bytes(std::span(told)), std::as_writable_bytes(std::span(all)),
+           sizeof(std::uint64_t));
+  hosts_ = std::make_shared<const host_layout>(
+      host_layout::from_keys(std::span<const std::uint64_t>(all)));
 }
 
 }  // namespace weft

@@ -1,8 +1,9 @@
 // weft/detail/communicator_waits.hpp — how the communicator waits: a posted operation's wait and
 // test with the call's context in their errors, telling the other ranks of a failure, the waits of
 // a call in flight (which give way to the others: weft/nonblocking.hpp) and the communicator such
-// a call runs on, and completing the calls in flight before a blocking call. Members of weft::communicator (weft/communicator.hpp), defined
-// here by concern; included at the end of communicator.hpp.
+// a call runs on, and completing the calls in flight before a blocking call. Members of
+// weft::communicator (weft/communicator.hpp), defined here by concern; included at the end of
+// communicator.hpp.
 #pragma once
 
 #include "weft/communicator.hpp"
@@ -31,7 +32,8 @@ void communicator<T>::wait(pending& operation) {
       while (!transport_->wait(request, until)) {
         if (until >= deadline) return false;
         look_for_other_calls();
-        if (!said && !operation.is_send_ && deadline_clock::now() - start >= std::chrono::milliseconds(50)) {
+        if (!said && !operation.is_send_ &&
+            deadline_clock::now() - start >= std::chrono::milliseconds(50)) {
           say_waiting_for(operation.peer_);
           said = true;
         }
@@ -44,13 +46,14 @@ void communicator<T>::wait(pending& operation) {
     }
   });
   if (!done) {
-    tell_others(operation.peer_, describe_rank() + " timed out waiting for " + describe_rank(operation.peer_) +
-                                     " (" + where() + ")");
+    tell_others(operation.peer_, describe_rank() + " timed out waiting for " +
+                                     describe_rank(operation.peer_) + " (" + where() + ")");
     fail(errc::timeout,
          describe_rank() + " waited " + std::to_string(settings_.timeout.count()) + " ms to " +
              (operation.is_send_ ? "send " : "receive ") + std::to_string(operation.bytes_) +
-             " bytes " + (operation.is_send_ ? "to " : "from ") + describe_rank(operation.peer_) + " (" + where() +
-             "); that rank may not have called " + std::string(to_string(collective_)) +
+             " bytes " + (operation.is_send_ ? "to " : "from ") + describe_rank(operation.peer_) +
+             " (" + where() + "); that rank may not have called " +
+             std::string(to_string(collective_)) +
              ", may have called another collective (WEFT_CHECK=1 detects that), or is stuck");
   }
   complete(operation);
@@ -67,7 +70,8 @@ bool communicator<T>::test(pending& operation) {
 }
 
 template <transport T>
-void communicator<T>::become_lane(const communicator& parent, std::uint32_t context, detail::lane_yield* lane) {
+void communicator<T>::become_lane(const communicator& parent, std::uint32_t context,
+                                  detail::lane_yield* lane) {
   transport_ = parent.transport_;
   settings_ = parent.settings_;
   if (context != context_) groups_.clear();  // their tag spaces came from the old context
@@ -78,7 +82,8 @@ void communicator<T>::become_lane(const communicator& parent, std::uint32_t cont
   sequence_ = 0;
   lane_ = lane;
   user_context_ = parent.user_context_.value_or(parent.context_);
-  if (!recorder_ && parent.recorder_) recorder_ = detail::recorder_handle::sharing(parent.recorder_);
+  if (!recorder_ && parent.recorder_)
+    recorder_ = detail::recorder_handle::sharing(parent.recorder_);
   broken_ = parent.broken_;
   broken_code_ = parent.broken_code_;
   broken_message_ = parent.broken_message_;
@@ -91,7 +96,7 @@ void communicator<T>::tell_others(int peer, const std::string& reason) {
 
 template <transport T>
 void communicator<T>::tell_others_of(int culprit, const std::string& reason) {
-  if constexpr (requires(T& t) { t.abort(0, std::string_view{}); }) {
+  if constexpr (requires(T & t) { t.abort(0, std::string_view{}); }) {
     transport_->abort(culprit, reason);
   }
 }
@@ -99,10 +104,12 @@ void communicator<T>::tell_others_of(int culprit, const std::string& reason) {
 template <transport T>
 void communicator<T>::end_by_own_exception(std::string_view what) {
   if (broken_) return;  // it failed, and said why, already
-  const std::string call = (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) + " #" +
-                           std::to_string(sequence_) + " in step " + std::to_string(step_);
-  const std::string notice = std::string(detail::thrown_notice) + describe_rank() + ": its " + call + " threw: " +
-                             std::string(what) + std::string(detail::thrown_end);
+  const std::string call =
+      (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) + " #" +
+      std::to_string(sequence_) + " in step " + std::to_string(step_);
+  const std::string notice = std::string(detail::thrown_notice) + describe_rank() + ": its " +
+                             call + " threw: " + std::string(what) +
+                             std::string(detail::thrown_end);
   tell_others_of(transport_rank(rank_), notice);
   broken_ = true;
   broken_code_ = errc::peer_lost;
@@ -111,14 +118,16 @@ void communicator<T>::end_by_own_exception(std::string_view what) {
 }
 
 template <transport T>
-bool communicator<T>::wait_in_lane(typename communicator<T>::request_type& request, deadline_clock::time_point deadline) {
+bool communicator<T>::wait_in_lane(typename communicator<T>::request_type& request,
+                                   deadline_clock::time_point deadline) {
   for (bool advanced = true;; advanced = false) {
     // A wait whose deadline has come polls once, along the transport's fastest path (TCP reads
     // the receive's own connection directly, where test() goes through its event loop).
     if (transport_->wait(request, deadline_clock::now())) return true;
     if (deadline_clock::now() >= deadline) return false;
     const auto until = lane_->suspend(advanced);
-    if (until > deadline_clock::now() && transport_->wait(request, std::min(until, deadline))) return true;
+    if (until > deadline_clock::now() && transport_->wait(request, std::min(until, deadline)))
+      return true;
   }
 }
 
@@ -140,15 +149,18 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
     return ask(*operation.request_);
   } catch (const error& failure) {
     // The others hear of the rank the transport blames (the one lost first), else of the peer.
-    const int culprit = failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_);
+    const int culprit =
+        failure.culprit() >= 0 ? failure.culprit() : transport_rank(operation.peer_);
     // A notice that ranks' calls differ: a mismatch here too, whatever the transport called it.
-    if (const auto notice = detail::quoted_mismatch(failure.what()); !notice.empty() && failure.code() != errc::mismatch) {
+    if (const auto notice = detail::quoted_mismatch(failure.what());
+        !notice.empty() && failure.code() != errc::mismatch) {
       // (passed on: a peer that sees this rank close before the notice reaches it reads it too)
       tell_others_of(culprit, std::string(notice));
-      fail(errc::mismatch, describe_rank() + " heard: " + std::string(notice) + "; this rank's call #" +
-                               std::to_string(sequence_) + " is " +
-                               (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) +
-                               " (" + where() + ")");
+      fail(errc::mismatch,
+           describe_rank() + " heard: " + std::string(notice) + "; this rank's call #" +
+               std::to_string(sequence_) + " is " +
+               (asked_ != nullptr ? asked_->describe() : std::string(to_string(collective_))) +
+               " (" + where() + ")");
     }
     // A message of another size than this rank's call expects (splits that differ between
     // ranks): calls differ, and every rank hears it as that, the sender too.
@@ -157,18 +169,21 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
       if (text.starts_with("weft: mismatch: ")) text.remove_prefix(16);
       const std::string notice = !detail::quoted_mismatch(text).empty()
                                      ? std::string(detail::quoted_mismatch(text))
-                                     : std::string(detail::mismatch_notice) + std::string(text) + " (" + where() +
-                                           "); " + std::string(detail::mismatch_advice);
+                                     : std::string(detail::mismatch_notice) + std::string(text) +
+                                           " (" + where() + "); " +
+                                           std::string(detail::mismatch_advice);
       tell_others_of(culprit, notice);
       fail(errc::mismatch, notice, failure.culprit());
     }
     // A rank whose call threw: its own exception, whatever the transport called it.
     if (const auto notice = detail::quoted_thrown(failure.what()); !notice.empty()) {
       tell_others_of(culprit, std::string(notice));
-      fail(errc::peer_lost, describe_rank() + " heard: " + std::string(notice) + " (" + where() + ")", culprit);
+      fail(errc::peer_lost,
+           describe_rank() + " heard: " + std::string(notice) + " (" + where() + ")", culprit);
     }
     tell_others_of(culprit, detail::strip_prefix(failure.what()) + " (" + where() + ")");
-    fail(failure.code(), detail::strip_prefix(failure.what()) + " (" + where() + ")", failure.culprit());
+    fail(failure.code(), detail::strip_prefix(failure.what()) + " (" + where() + ")",
+         failure.culprit());
   }
 }
 

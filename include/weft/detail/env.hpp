@@ -98,14 +98,16 @@ inline std::optional<std::uint64_t> bytes(
 
 // A size in bytes in [floor, limit] (a piece size: smaller pieces only multiply the per-message
 // cost); `zero_means`, when given, also lets 0 through and says what it means.
-inline std::optional<std::uint64_t> piece_bytes(const char* name, std::uint64_t floor, std::uint64_t limit,
-                                                 const char* zero_means = nullptr) {
+inline std::optional<std::uint64_t> piece_bytes(const char* name, std::uint64_t floor,
+                                                std::uint64_t limit,
+                                                const char* zero_means = nullptr) {
   const auto value = bytes(name, limit);
   if (value && *value < floor && !(*value == 0 && zero_means != nullptr)) {
-    refuse(name, *text(name),
-           "a piece size of at least " + std::to_string(floor) + " bytes" +
-               (zero_means != nullptr ? std::string(" (or 0: ") + zero_means + ")" : std::string()) +
-               ": smaller pieces only multiply the cost per message");
+    refuse(
+        name, *text(name),
+        "a piece size of at least " + std::to_string(floor) + " bytes" +
+            (zero_means != nullptr ? std::string(" (or 0: ") + zero_means + ")" : std::string()) +
+            ": smaller pieces only multiply the cost per message");
   }
   return value;
 }
@@ -136,7 +138,8 @@ inline std::optional<std::chrono::milliseconds> timeout() {
   const auto value = milliseconds("WEFT_TIMEOUT_MS");
   if (value && value->count() == 0) {
     refuse("WEFT_TIMEOUT_MS", "0",
-           "a timeout of at least 1 ms (there is no \"no timeout\": every wait has a deadline; give a large "
+           "a timeout of at least 1 ms (there is no \"no timeout\": every wait has a deadline; "
+           "give a large "
            "value such as 86400000 for a day)");
   }
   return value;

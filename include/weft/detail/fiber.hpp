@@ -46,7 +46,8 @@ class worker_fiber {
   // writing over the heap); `body` starts at the first resume().
   worker_fiber(std::size_t stack_bytes, std::function<void()> body) : body_(std::move(body)) {
     namespace ctx = boost::context;
-    fiber_ = ctx::fiber(std::allocator_arg, recording_stack{ctx::protected_fixedsize_stack(stack_bytes), &stack_},
+    fiber_ = ctx::fiber(std::allocator_arg,
+                        recording_stack{ctx::protected_fixedsize_stack(stack_bytes), &stack_},
                         [this](ctx::fiber&& caller) {
                           caller_ = std::move(caller);
                           arrived();
@@ -81,7 +82,8 @@ class worker_fiber {
 #endif
 #ifdef WEFT_FIBER_ASAN
     void* fake_stack = nullptr;
-    __sanitizer_start_switch_fiber(&fake_stack, static_cast<char*>(stack_.sp) - stack_.size, stack_.size);
+    __sanitizer_start_switch_fiber(&fake_stack, static_cast<char*>(stack_.sp) - stack_.size,
+                                   stack_.size);
 #endif
     fiber_ = std::move(fiber_).resume();
 #ifdef WEFT_FIBER_ASAN
@@ -93,7 +95,8 @@ class worker_fiber {
   void suspend() { leave(/*for_good=*/false); }
 
  private:
-  // Allocates with `inner` and remembers where the stack is (AddressSanitizer is told at each switch).
+  // Allocates with `inner` and remembers where the stack is (AddressSanitizer is told at each
+  // switch).
   struct recording_stack {
     boost::context::protected_fixedsize_stack inner;
     boost::context::stack_context* where;

@@ -20,8 +20,10 @@ namespace weft::detail {
 // An algorithm that reduces every element in the same order wherever it sits in the buffer.
 template <class Algorithm>
 constexpr bool same_order_everywhere_v = [] {
-  if constexpr (requires { Algorithm::same_order_everywhere; }) return bool(Algorithm::same_order_everywhere);
-  else return false;
+  if constexpr (requires { Algorithm::same_order_everywhere; })
+    return bool(Algorithm::same_order_everywhere);
+  else
+    return false;
 }();
 
 // Its address names one element type, op and algorithm: the calls that may fuse.
@@ -46,17 +48,20 @@ std::shared_ptr<const fusion_offer<communicator<Transport>>> offer_fusion(std::s
             std::as_bytes(data), std::as_writable_bytes(data), &combine, -1,
             &describe_reduction<T, Op, collective::allreduce>};
         const std::string_view chosen = automatic_choice(comm, call, builtin_algorithms{});
-        return chosen == recursive_doubling::name || chosen == direct::name ? chosen : std::string_view{};
+        return chosen == recursive_doubling::name || chosen == direct::name ? chosen
+                                                                            : std::string_view{};
       } else {
         return same_order_everywhere_v<Algorithm> ? Algorithm::name : std::string_view{};
       }
     };
     offer->run_packed = [](comm_t& lane, bytes packed, std::string_view algorithm) -> report {
       const std::span<T> typed(reinterpret_cast<T*>(packed.data()), packed.size() / sizeof(T));
-      if (algorithm == Algorithm::name) return allreduce<Transport, T, Op, Algorithm>(lane, typed, Op{}, Algorithm{});
+      if (algorithm == Algorithm::name)
+        return allreduce<Transport, T, Op, Algorithm>(lane, typed, Op{}, Algorithm{});
       if constexpr (is_commutative_v<Op> || recursive_doubling::keeps_rank_order) {
         if (algorithm == recursive_doubling::name) {
-          return allreduce<Transport, T, Op, recursive_doubling>(lane, typed, Op{}, recursive_doubling{});
+          return allreduce<Transport, T, Op, recursive_doubling>(lane, typed, Op{},
+                                                                 recursive_doubling{});
         }
       }
       return allreduce<Transport, T, Op, direct>(lane, typed, Op{}, direct{});

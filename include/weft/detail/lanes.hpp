@@ -123,7 +123,8 @@ class lanes final : public calls_in_flight {
       std::unique_lock lock(mutex_);
       if (groups_open_ > 0) {
         result->in_open_group = true;
-        recorded_.push_back(recorded_call<Comm>{std::string(name), std::move(work), result, std::move(offer)});
+        recorded_.push_back(
+            recorded_call<Comm>{std::string(name), std::move(work), result, std::move(offer)});
         return result;
       }
     }
@@ -151,12 +152,13 @@ class lanes final : public calls_in_flight {
 
   // Starts `work` as one call in flight whose end completes every outcome of `results` (more than
   // one: a fused call). Throws an argument error (the outcomes then untouched), as issue() does.
-  void start(Comm& parent, std::string_view name, job work, std::vector<std::shared_ptr<outcome>> results) {
+  void start(Comm& parent, std::string_view name, job work,
+             std::vector<std::shared_ptr<outcome>> results) {
     std::unique_lock lock(mutex_);
     const std::uint32_t context = parent.next_lane_context();
     if (failure_) {
-      throw error(failure_->code(),
-                  "rank " + std::to_string(parent.rank()) + " refuses " + std::string(name) + ": " + failed_earlier());
+      throw error(failure_->code(), "rank " + std::to_string(parent.rank()) + " refuses " +
+                                        std::string(name) + ": " + failed_earlier());
     }
     std::unique_ptr<lane> taken;
     if (idle_.empty()) {
@@ -167,11 +169,13 @@ class lanes final : public calls_in_flight {
     }
     taken->comm.become_lane(parent, context, taken.get());
     for (auto& result : results) result->in_open_group = false;
-    flight_.push_back(running_call{std::move(taken), std::move(work), std::move(results), {}, errc::transport});
+    flight_.push_back(
+        running_call{std::move(taken), std::move(work), std::move(results), {}, errc::transport});
     running_call& issued = flight_.back();
     issued.runner->start(&issued.work);
     issued.runner->resume(deadline_clock::time_point::min());
-    if (issued.runner->idle() && issued.runner->failure() && is_argument_error(issued.runner->failure())) {
+    if (issued.runner->idle() && issued.runner->failure() &&
+        is_argument_error(issued.runner->failure())) {
       auto thrown = issued.runner->failure();
       idle_.push_back(std::move(issued.runner));
       flight_.pop_back();
@@ -195,7 +199,8 @@ class lanes final : public calls_in_flight {
     refuse_if_recorded(call);
     std::unique_lock lock(mutex_);
     if (progress_.joinable()) {
-      return changed_.wait_until(lock, deadline, [&] { return call.done.load(std::memory_order_relaxed); });
+      return changed_.wait_until(lock, deadline,
+                                 [&] { return call.done.load(std::memory_order_relaxed); });
     }
     while (!call.done.load(std::memory_order_relaxed)) {
       const auto now = deadline_clock::now();
@@ -226,7 +231,8 @@ class lanes final : public calls_in_flight {
   class lane final : public lane_yield {
    public:
     explicit lane(Comm& parent)
-        : comm(parent.underlying_transport(), parent.settings(), 0), fiber_(stack_bytes, [this] { loop(); }) {}
+        : comm(parent.underlying_transport(), parent.settings(), 0),
+          fiber_(stack_bytes, [this] { loop(); }) {}
 
     ~lane() { stop(); }
 
@@ -304,15 +310,18 @@ class lanes final : public calls_in_flight {
   void refuse_if_recorded(const outcome& call) {
     std::unique_lock lock(mutex_);
     if (call.in_open_group) {
-      throw error(errc::invalid_argument,
-                  "a call of a weft::group was waited for (or tested) before the group ended; it starts "
-                  "when the group ends, so waiting for it inside the group would never return");
+      throw error(
+          errc::invalid_argument,
+          "a call of a weft::group was waited for (or tested) before the group ended; it starts "
+          "when the group ends, so waiting for it inside the group would never return");
     }
   }
 
-  // Why calls are refused and cancelled once a call failed (failure_ set), as the communicator says it.
+  // Why calls are refused and cancelled once a call failed (failure_ set), as the communicator says
+  // it.
   std::string failed_earlier() const {
-    return "this communicator failed earlier (" + strip_prefix(failure_->what()) + "); build a new communicator";
+    return "this communicator failed earlier (" + strip_prefix(failure_->what()) +
+           "); build a new communicator";
   }
 
   static bool is_argument_error(const std::exception_ptr& thrown) {
@@ -364,7 +373,8 @@ class lanes final : public calls_in_flight {
       } catch (const std::exception& failed) {
         failure_.emplace(errc::transport, failed.what());
       } catch (...) {
-        failure_.emplace(errc::transport, "a call in flight threw something that is not an exception");
+        failure_.emplace(errc::transport,
+                         "a call in flight threw something that is not an exception");
       }
       for (std::size_t j = i + 1; j < flight_.size(); ++j) {
         flight_[j].cancel_code = failure_->code();
@@ -391,10 +401,11 @@ class lanes final : public calls_in_flight {
     std::exception_ptr failure = front.runner->failure();
     if (!front.cancel_reason.empty()) {
       const report& was = front.runner->comm.finish();
-      const std::string name = was.collective.empty() ? std::string("a call") : std::string(was.collective);
+      const std::string name =
+          was.collective.empty() ? std::string("a call") : std::string(was.collective);
       failure = std::make_exception_ptr(error(
-          front.cancel_code, "rank " + std::to_string(front.runner->comm.rank()) + " cancelled " + name +
-                                 " in flight: " + front.cancel_reason));
+          front.cancel_code, "rank " + std::to_string(front.runner->comm.rank()) + " cancelled " +
+                                 name + " in flight: " + front.cancel_reason));
     }
     for (auto& call : front.results) {
       call->result = front.runner->result();

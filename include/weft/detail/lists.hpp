@@ -15,9 +15,12 @@ constexpr std::string_view next_item(std::string_view& list) {
   auto comma = std::string_view::npos;
   int depth = 0;
   for (std::size_t i = 0; i < list.size() && comma == std::string_view::npos; ++i) {
-    if (list[i] == '(') ++depth;
-    else if (list[i] == ')' && depth > 0) --depth;
-    else if (list[i] == ',' && depth == 0) comma = i;
+    if (list[i] == '(')
+      ++depth;
+    else if (list[i] == ')' && depth > 0)
+      --depth;
+    else if (list[i] == ',' && depth == 0)
+      comma = i;
   }
   const std::string_view item = list.substr(0, comma);
   list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);

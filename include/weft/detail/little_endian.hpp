@@ -16,7 +16,8 @@ inline void put_le(std::byte* out, T value) {
 template <std::unsigned_integral T>
 inline T get_le(const std::byte* in) {
   T value = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(std::to_integer<unsigned>(in[i])) << (8 * i);
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    value |= static_cast<T>(std::to_integer<unsigned>(in[i])) << (8 * i);
   return value;
 }
 

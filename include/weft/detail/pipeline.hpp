@@ -40,7 +40,8 @@ void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes tar
     }
     if (j < send_pieces) sends[j % 2] = comm.send(to, piece(source, j, chunk));
     if constexpr (Forward) {
-      if (j < gather_pieces) gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
+      if (j < gather_pieces)
+        gathers[j % 2] = comm.recv(from, piece(gathered, j, chunk), forward_channel);
     }
   };
   post(0);
@@ -61,8 +62,8 @@ void exchange_chunks(Comm& comm, int to, const_bytes source, int from, bytes tar
 // `slots` holds two pieces of staging (comm.reduce_staging_bytes(element size, target.size())
 // bytes, or more).
 template <class Comm, class Reducer>
-void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes target, const_bytes own,
-                     const Reducer& combine, bytes slots) {
+void exchange_reduce(Comm& comm, int to, const_bytes source, int from, bytes target,
+                     const_bytes own, const Reducer& combine, bytes slots) {
   exchange_chunks<false>(comm, to, source, from, target, own, {}, combine, slots);
 }
 

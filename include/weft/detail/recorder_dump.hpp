@@ -126,7 +126,8 @@ class recorder_registry {
 class recorder_handle {
  public:
   recorder_handle() = default;
-  recorder_handle(std::size_t capacity, std::vector<int> world_ranks, int rank, std::uint32_t context) {
+  recorder_handle(std::size_t capacity, std::vector<int> world_ranks, int rank,
+                  std::uint32_t context) {
     if (capacity == 0) return;
     recorder_ = std::make_shared<flight_recorder>(capacity, std::move(world_ranks), rank, context);
     recorder_registry::instance().add(recorder_.get());
@@ -139,7 +140,8 @@ class recorder_handle {
     return lane;
   }
   recorder_handle(recorder_handle&& other) noexcept
-      : recorder_(std::move(other.recorder_)), registered_(std::exchange(other.registered_, false)) {}
+      : recorder_(std::move(other.recorder_)),
+        registered_(std::exchange(other.registered_, false)) {}
   recorder_handle& operator=(recorder_handle&& other) noexcept {
     std::swap(recorder_, other.recorder_);
     std::swap(registered_, other.registered_);
@@ -156,7 +158,8 @@ class recorder_handle {
   // The call failed with `failure`: recorded, and the records written for a timeout, a lost
   // peer or a mismatch.
   void failed(const error& failure, int step, std::uint64_t bytes_sent) const {
-    if (!recorder_ || !recorder_->failed(failure.what(), failure.culprit(), step, bytes_sent)) return;
+    if (!recorder_ || !recorder_->failed(failure.what(), failure.culprit(), step, bytes_sent))
+      return;
     const errc code = failure.code();
     if (code == errc::timeout || code == errc::peer_lost || code == errc::mismatch) {
       recorder_registry::instance().write(*recorder_, to_string(code));

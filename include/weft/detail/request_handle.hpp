@@ -93,8 +93,8 @@ class retiring {
   }
 
  private:
-  std::size_t held_ = 0;    // requests handed out and not yet dropped
-  bool retired_ = false;    // closed while requests lived; the last deletes it
+  std::size_t held_ = 0;  // requests handed out and not yet dropped
+  bool retired_ = false;  // closed while requests lived; the last deletes it
 };
 
 }  // namespace weft::detail

@@ -21,7 +21,8 @@ inline std::string boot_id() {
 // This process's namespace of `kind` ("net", "pid", ...), as /proc/self/ns names it.
 inline std::string namespace_of(const char* kind) {
   char link[128] = {0};
-  const ssize_t length = ::readlink((std::string("/proc/self/ns/") + kind).c_str(), link, sizeof link - 1);
+  const ssize_t length =
+      ::readlink((std::string("/proc/self/ns/") + kind).c_str(), link, sizeof link - 1);
   return length > 0 ? std::string(link, static_cast<std::size_t>(length)) : std::string();
 }
 

@@ -33,15 +33,16 @@ template <class B>
 concept backend = requires(B& b, typename B::stream_type s, int device, std::uint32_t* flag,
                            std::uint32_t value, std::size_t n) {
   { b.make_stream(device) } -> std::same_as<typename B::stream_type>;
-  { b.destroy_stream(s) };
+  {b.destroy_stream(s)};
   { b.idle(s) } -> std::same_as<bool>;
   { b.memory_on(device, s) } -> std::same_as<typename B::memory_type>;
   { b.allocate_flags(n) } -> std::same_as<std::uint32_t*>;
-  { b.free_flags(flag, n) };
-  { b.write_flag(s, flag, value) };
-  { b.wait_flag(s, flag, value) };
+  {b.free_flags(flag, n)};
+  {b.write_flag(s, flag, value)};
+  {b.wait_flag(s, flag, value)};
   { b.direct_access(device, device) } -> std::same_as<bool>;
-} && memory_space<typename B::memory_type>;
+}
+&&memory_space<typename B::memory_type>;
 
 namespace detail {
 
@@ -62,7 +63,8 @@ struct operation {
   std::byte* recv_data = nullptr;
   std::size_t size = 0;
   bool is_send = false;
-  std::optional<weft::detail::reducer> combine;  // a reducing receive's (a copy: the call may return first)
+  std::optional<weft::detail::reducer>
+      combine;  // a reducing receive's (a copy: the call may return first)
   const std::byte* own = nullptr;
   std::uint32_t posted = 0;  // the value the poster's "posted" flag takes at this post
   flag_ticket done;          // shared by the two sides of a transfer
@@ -88,9 +90,10 @@ struct wait_record {
 inline std::string mismatch_message(const operation& op) {
   const std::size_t sent = op.is_send ? op.size : op.other_size;
   const std::size_t room = op.is_send ? op.other_size : op.size;
-  return "rank " + std::to_string(op.source) + " sends " + std::to_string(sent) + " bytes to rank " +
-         std::to_string(op.destination) + ", whose matching receive holds " + std::to_string(room) + " bytes (" +
-         std::string(to_string(op.note.kind)) + ", step " + std::to_string(op.note.step) + " on rank " +
+  return "rank " + std::to_string(op.source) + " sends " + std::to_string(sent) +
+         " bytes to rank " + std::to_string(op.destination) + ", whose matching receive holds " +
+         std::to_string(room) + " bytes (" + std::string(to_string(op.note.kind)) + ", step " +
+         std::to_string(op.note.step) + " on rank " +
          std::to_string(op.is_send ? op.source : op.destination) +
          "); the ranks made different calls, or with different counts";
 }
@@ -99,10 +102,11 @@ inline std::string mismatch_message(const operation& op) {
 inline std::string waiting_for(const wait_record& w) {
   const std::string peer = std::to_string(w.peer);
   const std::string kind(to_string(w.note.kind));
-  return ": it waits for rank " + peer + " to " + (w.is_send ? "receive " : "send ") + std::to_string(w.size) +
-         " bytes (" + kind + (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) +
-         ", step " + std::to_string(w.note.step) + "); rank " + peer + " may not have issued " + kind +
-         ", or issued another call; abort() releases the streams";
+  return ": it waits for rank " + peer + " to " + (w.is_send ? "receive " : "send ") +
+         std::to_string(w.size) + " bytes (" + kind +
+         (w.note.algorithm.empty() ? "" : ", algorithm " + std::string(w.note.algorithm)) +
+         ", step " + std::to_string(w.note.step) + "); rank " + peer + " may not have issued " +
+         kind + ", or issued another call; abort() releases the streams";
 }
 
 }  // namespace detail
@@ -130,17 +134,22 @@ class transport {
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
     weft::detail::check_peer(rank_, size(), peer, "send to");
-    return request(world_->post(true, rank_, peer, tag, data.data(), nullptr, data.size(), nullptr, nullptr), this);
+    return request(
+        world_->post(true, rank_, peer, tag, data.data(), nullptr, data.size(), nullptr, nullptr),
+        this);
   }
   request recv(int peer, std::span<std::byte> data, tag_t tag) {
     weft::detail::check_peer(rank_, size(), peer, "receive from");
-    return request(world_->post(false, peer, rank_, tag, nullptr, data.data(), data.size(), nullptr, nullptr), this);
+    return request(
+        world_->post(false, peer, rank_, tag, nullptr, data.data(), data.size(), nullptr, nullptr),
+        this);
   }
   // target = combine(own, incoming), run by the transfer's lane straight from the send buffer.
-  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
-                      const weft::detail::reducer& combine) {
+  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own,
+                      tag_t tag, const weft::detail::reducer& combine) {
     weft::detail::check_peer(rank_, size(), peer, "receive from");
-    return request(world_->post(false, peer, rank_, tag, nullptr, target.data(), target.size(), &combine, own.data()),
+    return request(world_->post(false, peer, rank_, tag, nullptr, target.data(), target.size(),
+                                &combine, own.data()),
                    this);
   }
 
@@ -155,11 +164,15 @@ class transport {
 
   // Orders this rank's stream after the transfer and returns true at once (never blocks the
   // host); throws when the two sides' sizes differ or the world was aborted.
-  bool wait(request& operation, deadline_clock::time_point) { return world_->enqueue_wait(rank_, operation.operation()); }
+  bool wait(request& operation, deadline_clock::time_point) {
+    return world_->enqueue_wait(rank_, operation.operation());
+  }
   bool test(request& operation) { return world_->enqueue_wait(rank_, operation.operation()); }
 
   // Told by weft::communicator before each post: the call the next messages belong to.
-  void note_call(collective kind, std::string_view algorithm, int step) { world_->note_call(rank_, {kind, algorithm, step}); }
+  void note_call(collective kind, std::string_view algorithm, int step) {
+    world_->note_call(rank_, {kind, algorithm, step});
+  }
 
   // weft::communicator's tell_others: a rank that gave up poisons the world.
   void abort(int, std::string_view reason) { world_->abort(std::string(reason)); }

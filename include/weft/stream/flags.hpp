@@ -22,7 +22,8 @@ inline bool reached(std::uint32_t word, std::uint32_t value) {
 
 // The host's view of a flag (memory a device may write at any time).
 inline std::uint32_t read_flag(const std::uint32_t* flag) {
-  return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(flag)).load(std::memory_order_acquire);
+  return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(flag))
+      .load(std::memory_order_acquire);
 }
 inline void store_flag(std::uint32_t* flag, std::uint32_t value) {
   std::atomic_ref<std::uint32_t>(*flag).store(value, std::memory_order_release);

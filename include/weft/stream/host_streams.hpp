@@ -52,7 +52,8 @@ struct flag_bell {
 // broken, like a sticky device error: idle() then throws what it threw.
 class host_stream {
  public:
-  explicit host_stream(std::shared_ptr<detail::flag_bell> bell) : bell_(std::move(bell)), thread_([this] { run(); }) {}
+  explicit host_stream(std::shared_ptr<detail::flag_bell> bell)
+      : bell_(std::move(bell)), thread_([this] { run(); }) {}
   host_stream(const host_stream&) = delete;
   host_stream& operator=(const host_stream&) = delete;
   ~host_stream() {
@@ -176,7 +177,8 @@ class host_streams {
   void wait_flag(stream_type s, const std::uint32_t* flag, std::uint32_t value) {
     s->enqueue([flag, value, bell = &s->bell()] {
       std::unique_lock lock(bell->mutex);
-      while (!reached(read_flag(flag), value)) bell->rung.wait_for(lock, std::chrono::milliseconds(1));
+      while (!reached(read_flag(flag), value))
+        bell->rung.wait_for(lock, std::chrono::milliseconds(1));
     });
   }
   // Several waits as one task (the batched form a GPU backend has).
@@ -184,7 +186,8 @@ class host_streams {
     s->enqueue([all = std::vector<flag_wait>(waits.begin(), waits.end()), bell = &s->bell()] {
       std::unique_lock lock(bell->mutex);
       for (const auto& w : all) {
-        while (!reached(read_flag(w.word), w.value)) bell->rung.wait_for(lock, std::chrono::milliseconds(1));
+        while (!reached(read_flag(w.word), w.value))
+          bell->rung.wait_for(lock, std::chrono::milliseconds(1));
       }
     });
   }

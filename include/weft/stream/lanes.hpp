@@ -25,7 +25,8 @@ struct lane {
   typename Backend::stream_type stream;
   Memory memory;
   flag_ticket last;  // the last transfer's done flag (a word that is never written: idle)
-  std::vector<std::uint32_t> posts;  // the last transfer's posts (sender, receiver; or every rank's)
+  std::vector<std::uint32_t>
+      posts;  // the last transfer's posts (sender, receiver; or every rank's)
 };
 
 template <class Backend, class Memory = typename Backend::memory_type>
@@ -39,9 +40,12 @@ using lane_set = std::vector<std::unique_ptr<lane<Backend, Memory>>>;
 template <class Backend, class Memory, class MakeMemory>
 lane<Backend, Memory>& lane_after(Backend& backend, lane_set<Backend, Memory>& mine, int device,
                                   std::span<const std::uint32_t> posts, MakeMemory make_memory) {
-  auto later = [](std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) > 0; };
+  auto later = [](std::uint32_t a, std::uint32_t b) {
+    return static_cast<std::int32_t>(a - b) > 0;
+  };
   for (auto& l : mine) {
-    const bool after = l->posts.size() == posts.size() && std::equal(posts.begin(), posts.end(), l->posts.begin(), later);
+    const bool after = l->posts.size() == posts.size() &&
+                       std::equal(posts.begin(), posts.end(), l->posts.begin(), later);
     if (l->last.word == nullptr || l->last.done() || after) {
       l->posts.assign(posts.begin(), posts.end());
       return *l;
@@ -56,7 +60,8 @@ lane<Backend, Memory>& lane_after(Backend& backend, lane_set<Backend, Memory>& m
 // Enqueues every wait of `waits` on `s`: in one call where the backend has one (wait_flags),
 // else one call each.
 template <class Backend>
-void enqueue_waits(Backend& backend, typename Backend::stream_type s, std::span<const flag_wait> waits) {
+void enqueue_waits(Backend& backend, typename Backend::stream_type s,
+                   std::span<const flag_wait> waits) {
   if (waits.empty()) return;
   if constexpr (requires { backend.wait_flags(s, waits); }) {
     if (waits.size() > 1) {

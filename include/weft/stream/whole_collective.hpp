@@ -48,19 +48,23 @@ struct whole_call {
 // Why rank `rank`'s part (kind, in and out bytes) cannot join `g`, or nothing: another kind,
 // a second part from the rank, or sizes that differ from the parts already there. `note_kind`
 // and `step` name the call the rank is in.
-inline std::optional<std::string> conflict(const whole_call& g, int rank, collective kind, std::size_t in,
-                                           std::size_t out, collective note_kind, int step) {
-  const auto first = std::find_if(g.parts.begin(), g.parts.end(), [](const auto& part) { return part.arrived; });
-  const bool sizes_differ = first != g.parts.end() && (first->in_size != in || first->out_size != out);
-  if (g.kind == kind && !g.parts[static_cast<std::size_t>(rank)].arrived && !sizes_differ) return std::nullopt;
-  std::string message = "rank " + std::to_string(rank) + ": " + std::string(to_string(kind)) + " of " +
-                        std::to_string(in) + " bytes";
+inline std::optional<std::string> conflict(const whole_call& g, int rank, collective kind,
+                                           std::size_t in, std::size_t out, collective note_kind,
+                                           int step) {
+  const auto first =
+      std::find_if(g.parts.begin(), g.parts.end(), [](const auto& part) { return part.arrived; });
+  const bool sizes_differ =
+      first != g.parts.end() && (first->in_size != in || first->out_size != out);
+  if (g.kind == kind && !g.parts[static_cast<std::size_t>(rank)].arrived && !sizes_differ)
+    return std::nullopt;
+  std::string message = "rank " + std::to_string(rank) + ": " + std::string(to_string(kind)) +
+                        " of " + std::to_string(in) + " bytes";
   if (first != g.parts.end()) {
-    message += ", but rank " + std::to_string(first - g.parts.begin()) + " posted " + std::string(to_string(g.kind)) +
-               " of " + std::to_string(first->in_size) + " bytes";
+    message += ", but rank " + std::to_string(first - g.parts.begin()) + " posted " +
+               std::string(to_string(g.kind)) + " of " + std::to_string(first->in_size) + " bytes";
   }
-  return message + " to the same call (" + std::string(to_string(note_kind)) + ", step " + std::to_string(step) +
-         "); the ranks made different calls, or with different counts";
+  return message + " to the same call (" + std::string(to_string(note_kind)) + ", step " +
+         std::to_string(step) + "); the ranks made different calls, or with different counts";
 }
 
 // What a stream waiting on whole collective `g` waits for: the ranks that have not posted.
@@ -86,8 +90,8 @@ inline constexpr std::size_t least_share_bytes = std::size_t{1} << 20;
 
 // The passes of device `device` (of `devices` in all; `ranks` are the ranks on it), for a
 // group every rank has posted to. Passes of no bytes are left out.
-inline std::vector<pass> share_of(const whole_call& g, std::size_t device, std::size_t devices, std::span<const int> ranks,
-                                  std::size_t element_size) {
+inline std::vector<pass> share_of(const whole_call& g, std::size_t device, std::size_t devices,
+                                  std::span<const int> ranks, std::size_t element_size) {
   std::vector<pass> passes;
   if (g.kind == collective::allreduce) {
     const std::size_t n = g.parts.front().in_size;

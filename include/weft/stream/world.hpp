@@ -78,27 +78,34 @@ class world {
   // does; otherwise the world makes a stream per rank and destroys it at the end.
   world(Backend backend, std::vector<int> devices, std::vector<stream_type> streams = {})
       : backend_(std::move(backend)), flags_(backend_) {
-    if (devices.empty()) throw error(errc::invalid_argument, "a stream-ordered world needs at least one rank");
+    if (devices.empty())
+      throw error(errc::invalid_argument, "a stream-ordered world needs at least one rank");
     if (!streams.empty() && streams.size() != devices.size()) {
-      throw error(errc::invalid_argument, "a stream-ordered world of " + std::to_string(devices.size()) +
-                                              " ranks was given " + std::to_string(streams.size()) + " streams");
+      throw error(errc::invalid_argument, "a stream-ordered world of " +
+                                              std::to_string(devices.size()) + " ranks was given " +
+                                              std::to_string(streams.size()) + " streams");
     }
     ranks_.reserve(devices.size());
     try {
       for (std::size_t i = 0; i < devices.size(); ++i) {
         const bool own = streams.empty();
         const stream_type s = own ? backend_.make_stream(devices[i]) : streams[i];
-        ranks_.push_back(std::make_unique<rank_state>(devices[i], s, own, backend_.memory_on(devices[i], s)));
+        ranks_.push_back(
+            std::make_unique<rank_state>(devices[i], s, own, backend_.memory_on(devices[i], s)));
         ranks_.back()->posted = flags_.take_permanent();
       }
-      for (std::size_t i = 0; i < devices.size(); ++i) endpoints_.emplace_back(this, static_cast<int>(i));
-      lanes_.resize(devices.size() * devices.size() + devices.size());  // pairs, then each rank's whole collectives
+      for (std::size_t i = 0; i < devices.size(); ++i)
+        endpoints_.emplace_back(this, static_cast<int>(i));
+      lanes_.resize(devices.size() * devices.size() +
+                    devices.size());  // pairs, then each rank's whole collectives
       for (const int reader : devices) {
-        for (const int owner : devices) reaches_all_ = reaches_all_ && backend_.direct_access(reader, owner);
+        for (const int owner : devices)
+          reaches_all_ = reaches_all_ && backend_.direct_access(reader, owner);
       }
       std::vector<int> distinct;  // the devices, in order of their first rank
       for (std::size_t i = 0; i < devices.size(); ++i) {
-        const auto at = static_cast<std::size_t>(std::find(distinct.begin(), distinct.end(), devices[i]) - distinct.begin());
+        const auto at = static_cast<std::size_t>(
+            std::find(distinct.begin(), distinct.end(), devices[i]) - distinct.begin());
         if (at == distinct.size()) {
           distinct.push_back(devices[i]);
           ranks_on_device_.emplace_back();
@@ -166,13 +173,15 @@ class world {
   using lane = detail::lane<Backend>;
 
   struct rank_state {
-    rank_state(int d, stream_type s, bool own, memory_type m) : device(d), stream(s), owns_stream(own), memory(std::move(m)) {}
+    rank_state(int d, stream_type s, bool own, memory_type m)
+        : device(d), stream(s), owns_stream(own), memory(std::move(m)) {}
     int device;
     stream_type stream;
     bool owns_stream;
     memory_type memory;
-    flag_ticket posted;                      // written by this rank's stream at each post
-    std::deque<detail::operation*> unmatched; // sends to this rank and receives of this rank, not yet matched
+    flag_ticket posted;  // written by this rank's stream at each post
+    std::deque<detail::operation*>
+        unmatched;  // sends to this rank and receives of this rank, not yet matched
     std::deque<detail::wait_record> waits;  // this stream's waits on transfers, oldest first
     detail::call_note note;
   };
@@ -183,9 +192,9 @@ class world {
   }
 
   // Posts one side of a transfer from `source` to `destination`; `send_data` set for a send.
-  detail::operation* post(bool is_send, int source, int destination, tag_t tag, const std::byte* send_data,
-                          std::byte* recv_data, std::size_t size, const weft::detail::reducer* combine,
-                          const std::byte* own) {
+  detail::operation* post(bool is_send, int source, int destination, tag_t tag,
+                          const std::byte* send_data, std::byte* recv_data, std::size_t size,
+                          const weft::detail::reducer* combine, const std::byte* own) {
     std::lock_guard lock(mutex_);
     const int poster = is_send ? source : destination;
     refuse_if_aborted(poster);
@@ -248,10 +257,12 @@ class world {
                                 static_cast<std::size_t>(received.destination)],
                          to.device, posts);
     if (&from != &to) {
-      const flag_wait posts[] = {{from.posted.word, sent.posted}, {to.posted.word, received.posted}};
+      const flag_wait posts[] = {{from.posted.word, sent.posted},
+                                 {to.posted.word, received.posted}};
       wait_flags(l.stream, posts);
     } else {  // a send to self: the later of the two posts
-      backend_.wait_flag(l.stream, to.posted.word, reached(sent.posted, received.posted) ? sent.posted : received.posted);
+      backend_.wait_flag(l.stream, to.posted.word,
+                         reached(sent.posted, received.posted) ? sent.posted : received.posted);
     }
     const std::size_t n = sent.size;
     if (received.combine) {
@@ -272,27 +283,35 @@ class world {
     l.last = sent.done;
   }
 
-  lane& lane_after(detail::lane_set<Backend>& mine, int device, std::span<const std::uint32_t> posts) {
-    return detail::lane_after(backend_, mine, device, posts, [&](int d, stream_type s) { return backend_.memory_on(d, s); });
+  lane& lane_after(detail::lane_set<Backend>& mine, int device,
+                   std::span<const std::uint32_t> posts) {
+    return detail::lane_after(backend_, mine, device, posts,
+                              [&](int d, stream_type s) { return backend_.memory_on(d, s); });
   }
 
   bool runs_collectives() const { return reaches_all_; }
 
   // Rank `rank`'s part of a whole collective (transport::post_collective).
   detail::operation* post_collective(int rank, collective kind, std::span<const std::byte> in,
-                                     std::span<std::byte> out, const weft::detail::reducer* combine, tag_t tag) {
+                                     std::span<std::byte> out, const weft::detail::reducer* combine,
+                                     tag_t tag) {
     std::lock_guard lock(mutex_);
     refuse_if_aborted(rank);
     const std::string who = "rank " + std::to_string(rank) + ": " + std::string(to_string(kind));
     if (!reaches_all_) {
-      throw error(errc::invalid_argument, who + " run whole (fused) needs every rank's device to reach every "
-                                                "other's memory (peer access), and these devices do not; choose "
-                                                "another algorithm; nothing was sent");
+      throw error(errc::invalid_argument,
+                  who +
+                      " run whole (fused) needs every rank's device to reach every "
+                      "other's memory (peer access), and these devices do not; choose "
+                      "another algorithm; nothing was sent");
     }
     if ((kind != collective::allgather && combine == nullptr) ||
-        (kind != collective::allreduce && kind != collective::reduce_scatter && kind != collective::allgather)) {
-      throw error(errc::invalid_argument, who + " cannot be run whole (only allreduce, reduce_scatter and "
-                                                "allgather, the first two with a reduction); nothing was sent");
+        (kind != collective::allreduce && kind != collective::reduce_scatter &&
+         kind != collective::allgather)) {
+      throw error(errc::invalid_argument,
+                  who +
+                      " cannot be run whole (only allreduce, reduce_scatter and "
+                      "allgather, the first two with a reduction); nothing was sent");
     }
     const std::size_t p = ranks_.size();
     auto open = std::find_if(wholes_.begin(), wholes_.end(),
@@ -309,7 +328,8 @@ class world {
     detail::whole_call& g = **open;
     detail::whole_call::part& mine = g.parts[static_cast<std::size_t>(rank)];
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
-    if (auto message = detail::conflict(g, rank, kind, in.size(), out.size(), r.note.kind, r.note.step)) {
+    if (auto message =
+            detail::conflict(g, rank, kind, in.size(), out.size(), r.note.kind, r.note.step)) {
       aborted_ = *message;
       for (const auto& done : g.done) store_flag(done.word, done.value);  // nobody waits for ever
       throw error(errc::mismatch, *message);
@@ -336,7 +356,8 @@ class world {
     const std::size_t p = ranks_.size();
     const std::size_t element_size = combine != nullptr ? combine->element_size() : 1;
     for (std::size_t d = 0; d < ranks_on_device_.size(); ++d) {
-      const auto passes = detail::share_of(g, d, ranks_on_device_.size(), ranks_on_device_[d], element_size);
+      const auto passes =
+          detail::share_of(g, d, ranks_on_device_.size(), ranks_on_device_[d], element_size);
       const flag_ticket done = g.done[d];
       if (passes.empty()) {
         store_flag(done.word, done.value);
@@ -349,13 +370,16 @@ class world {
         posted.push_back(g.parts[i].posted);
         posts.push_back({ranks_[i]->posted.word, g.parts[i].posted});
       }
-      lane& l = lane_after(lanes_[p * p + d], ranks_[static_cast<std::size_t>(ranks_on_device_[d].front())]->device, posted);
+      lane& l =
+          lane_after(lanes_[p * p + d],
+                     ranks_[static_cast<std::size_t>(ranks_on_device_[d].front())]->device, posted);
       wait_flags(l.stream, posts);
       for (const auto& work : passes) {
         if (combine != nullptr) {
           combine->apply_all_in(l.memory, work.outs, work.ins, work.bytes);
         } else {
-          for (std::byte* out : work.outs) l.memory.copy({out, work.bytes}, {work.ins.front(), work.bytes});
+          for (std::byte* out : work.outs)
+            l.memory.copy({out, work.bytes}, {work.ins.front(), work.bytes});
         }
       }
       backend_.write_flag(l.stream, done.word, done.value);
@@ -385,7 +409,9 @@ class world {
     wait_flags(r.stream, dones);
   }
 
-  void wait_flags(stream_type s, std::span<const flag_wait> waits) { detail::enqueue_waits(backend_, s, waits); }
+  void wait_flags(stream_type s, std::span<const flag_wait> waits) {
+    detail::enqueue_waits(backend_, s, waits);
+  }
 
   bool enqueue_wait(int rank, detail::operation* op) {
     std::lock_guard lock(mutex_);
@@ -401,7 +427,8 @@ class world {
     }
     backend_.wait_flag(r.stream, op->done.word, op->done.value);
     op->waited = true;
-    r.waits.push_back({op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
+    r.waits.push_back(
+        {op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
     return true;
   }
 
@@ -413,14 +440,16 @@ class world {
     std::lock_guard lock(mutex_);
     op->released = true;
     if (op->whole != nullptr) {  // never withdrawn: the other ranks' shares may read its buffers
-      if (!op->waited && !aborted_) enqueue_whole_wait(*ranks_[static_cast<std::size_t>(op->source)], op);
+      if (!op->waited && !aborted_)
+        enqueue_whole_wait(*ranks_[static_cast<std::size_t>(op->source)], op);
       ++op->whole->released;
       forget_finished_wholes();
       pool_.release(op);
       return;
     }
     if (op->settled && !op->waited && !aborted_) {
-      rank_state& poster = *ranks_[static_cast<std::size_t>(op->is_send ? op->source : op->destination)];
+      rank_state& poster =
+          *ranks_[static_cast<std::size_t>(op->is_send ? op->source : op->destination)];
       backend_.wait_flag(poster.stream, op->done.word, op->done.value);
       op->waited = true;
     }
@@ -443,16 +472,18 @@ class world {
 
   void refuse_if_aborted(int rank) const {
     if (aborted_) {
-      throw error(errc::transport, "rank " + std::to_string(rank) + ": this stream-ordered world was aborted (" +
-                                       *aborted_ + "); make a new one");
+      throw error(errc::transport, "rank " + std::to_string(rank) +
+                                       ": this stream-ordered world was aborted (" + *aborted_ +
+                                       "); make a new one");
     }
   }
 
   error timed_out(int rank, std::chrono::milliseconds timeout) {
     std::lock_guard lock(mutex_);
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
-    const std::string head = "rank " + std::to_string(rank) + " (device " + std::to_string(r.device) +
-                             "): its stream did not finish within " + std::to_string(timeout.count()) + " ms";
+    const std::string head = "rank " + std::to_string(rank) + " (device " +
+                             std::to_string(r.device) + "): its stream did not finish within " +
+                             std::to_string(timeout.count()) + " ms";
     for (const auto& g : wholes_) {  // a whole collective some rank has not posted its part of
       if (!g->enqueued && g->parts[static_cast<std::size_t>(rank)].arrived)
         return error(errc::timeout, head + detail::missing_parts(*g));
@@ -460,7 +491,8 @@ class world {
     for (const auto& w : r.waits) {
       if (!w.done.done()) return error(errc::timeout, head + detail::waiting_for(w));
     }
-    return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
+    return error(errc::timeout,
+                 head + "; it waits for no other rank: the device is still busy with its own work");
   }
 
   bool lanes_idle() {
@@ -510,7 +542,8 @@ void synchronize(communicator<transport<Backend>>& comm, std::chrono::millisecon
 
 // Aborts the world `comm` belongs to (see world::abort).
 template <backend Backend>
-void abort(communicator<transport<Backend>>& comm, const std::string& reason = "aborted by the caller") {
+void abort(communicator<transport<Backend>>& comm,
+           const std::string& reason = "aborted by the caller") {
   comm.underlying_transport().shared().abort(reason);
 }
 

@@ -41,7 +41,7 @@ struct link_constants {
   // bytes only once its receiver says it has posted the receive (options::handshake_bytes
   // overrides; 0: never).
   std::size_t handshake_bytes;
-  std::string_view measured; // where the numbers come from
+  std::string_view measured;  // where the numbers come from
 };
 
 // clang-format off
@@ -110,16 +110,20 @@ constexpr const link_constants& constants_for(std::string_view transport) {
 // The transport's row: T::tuning_key if it has one, else "default".
 template <class Transport>
 constexpr const link_constants& constants_of() {
-  if constexpr (requires { Transport::tuning_key; }) return constants_for(Transport::tuning_key);
-  else return constants_for("default");
+  if constexpr (requires { Transport::tuning_key; })
+    return constants_for(Transport::tuning_key);
+  else
+    return constants_for("default");
 }
 
 // The rows of a transport's two tiers (weft::tiered): the node-local one (T::local_tuning_key)
 // and the network (T::tuning_key). A transport with one tier has the same row for both.
 template <class Transport>
 constexpr const link_constants& local_constants_of() {
-  if constexpr (requires { Transport::local_tuning_key; }) return constants_for(Transport::local_tuning_key);
-  else return constants_of<Transport>();
+  if constexpr (requires { Transport::local_tuning_key; })
+    return constants_for(Transport::local_tuning_key);
+  else
+    return constants_of<Transport>();
 }
 
 // The rows a transport object costs with, node-local first: what it knows of its links at run
@@ -136,7 +140,8 @@ std::pair<link_constants, link_constants> rows_of(const Transport& t) {
 }
 
 constexpr double estimate_us(const cost& c, const link_constants& k) {
-  return k.alpha_us * c.steps + k.beta_us_per_byte * c.bytes + k.gamma_us_per_byte * c.reduced_bytes;
+  return k.alpha_us * c.steps + k.beta_us_per_byte * c.bytes +
+         k.gamma_us_per_byte * c.reduced_bytes;
 }
 
 // True for 1, 2, 4, 8, ...

@@ -44,7 +44,8 @@ inline std::string_view algorithm_override(collective kind) {
     if (item.empty()) continue;
     const auto equals = item.find('=');
     const std::string_view name = item.substr(0, std::min(equals, item.size()));
-    const std::string_view algorithm = equals == std::string_view::npos ? "" : item.substr(equals + 1);
+    const std::string_view algorithm =
+        equals == std::string_view::npos ? "" : item.substr(equals + 1);
     bool known = false;
     for (int k = 0; k <= static_cast<int>(collective::barrier); ++k) {
       known = known || name == to_string(static_cast<collective>(k));
@@ -53,7 +54,8 @@ inline std::string_view algorithm_override(collective kind) {
     if (!known || algorithm.empty() || algorithm.find_first_of(" \t=") != std::string_view::npos) {
       detail::env::refuse("WEFT_ALGO", *value,
                           "a comma-separated list of collective=algorithm (e.g. allreduce=ring,"
-                          "broadcast=binomial_tree): '" + std::string(item) + "' is not one");
+                          "broadcast=binomial_tree): '" +
+                              std::string(item) + "' is not one");
     }
     if (name == to_string(kind)) chosen = algorithm;
   }
@@ -120,12 +122,15 @@ int choose_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
           if (wanted.empty()) {
             const double bytes = static_cast<double>(call.message_bytes());
             double estimate = 0;
-            if constexpr (requires { Algorithms::estimate_us(comm, Call::kind, bytes, constants, constants); }) {
+            if constexpr (requires {
+                            Algorithms::estimate_us(comm, Call::kind, bytes, constants, constants);
+                          }) {
               // An algorithm of two tiers (weft::hierarchical) costs each with its own row.
               estimate = Algorithms::estimate_us(comm, Call::kind, bytes, local, constants);
             } else {
               estimate = tuning::estimate_us(
-                  Algorithms::cost(Call::kind, comm.size(), bytes, static_cast<double>(comm.pipeline_bytes(Call::kind))),
+                  Algorithms::cost(Call::kind, comm.size(), bytes,
+                                   static_cast<double>(comm.pipeline_bytes(Call::kind))),
                   constants);
             }
             if (estimate < best) {
@@ -145,14 +150,16 @@ int choose_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
       choices += choices.empty() ? "" : ", ";
       choices += name;
     };
-    ([&] {
-      if constexpr (runs<Algorithms, Call, Comm>) add_choice(Algorithms::name);
-    }(),
-     ...);
+    (
+        [&] {
+          if constexpr (runs<Algorithms, Call, Comm>) add_choice(Algorithms::name);
+        }(),
+        ...);
     throw error(errc::invalid_argument,
                 "rank " + std::to_string(comm.rank()) + ": WEFT_ALGO asks for '" +
                     std::string(wanted) + "' for " + std::string(to_string(Call::kind)) +
-                    ", which cannot run it" + (Call::commutative ? "" : " with a non-commutative op") +
+                    ", which cannot run it" +
+                    (Call::commutative ? "" : " with a non-commutative op") +
                     "; choose one of: " + choices);
   }
   return chosen;
@@ -160,7 +167,8 @@ int choose_automatic(Comm& comm, const Call& call, algorithm_list<Algorithms...>
 
 // The name of the algorithm weft::automatic runs for `call`.
 template <class Comm, class Call, class... Algorithms>
-std::string_view automatic_choice(Comm& comm, const Call& call, algorithm_list<Algorithms...> list) {
+std::string_view automatic_choice(Comm& comm, const Call& call,
+                                  algorithm_list<Algorithms...> list) {
   const int chosen = choose_automatic(comm, call, list);
   std::string_view name;
   int index = 0;

@@ -45,7 +45,8 @@ inline weft::options options_for(const group_request& request) {
 inline std::string group_secret(weft::bootstrap::store& meeting, const group_request& request) {
   if (const auto value = weft::detail::env::text("WEFT_SECRET")) return std::string(*value);
   if (request.size == 1) return {};
-  return weft::bootstrap::shared_secret(meeting, request.rank, weft::deadline_clock::now() + timeout_of(request));
+  return weft::bootstrap::shared_secret(meeting, request.rank,
+                                        weft::deadline_clock::now() + timeout_of(request));
 }
 
 // The makers, one per transport built (tcp.cpp, shm.cpp, ofi.cpp).

@@ -28,7 +28,8 @@ std::vector<std::string> transports() {
   return built;
 }
 
-c10::intrusive_ptr<process_group> create(const std::string& transport, const group_request& request) {
+c10::intrusive_ptr<process_group> create(const std::string& transport,
+                                         const group_request& request) {
   if (transport == "tcp") return make_tcp(request);
 #ifdef WEFT_TORCH_SHM
   if (transport == "shm") return make_shm(request);
@@ -38,7 +39,8 @@ c10::intrusive_ptr<process_group> create(const std::string& transport, const gro
 #endif
   std::string known;
   for (const auto& name : transports()) known += (known.empty() ? "" : ", ") + name;
-  throw std::runtime_error("weft backend: transport '" + transport + "' is not one this build has (" + known + ")");
+  throw std::runtime_error("weft backend: transport '" + transport +
+                           "' is not one this build has (" + known + ")");
 }
 
 }  // namespace
@@ -48,14 +50,15 @@ PYBIND11_MODULE(_C, module) {
   using namespace weft_torch;
   py::module_::import("torch.distributed");  // ProcessGroup and Store are registered by torch
   module.doc() = "weft collectives as a torch.distributed process group";
-  py::class_<process_group, c10d::ProcessGroup, c10::intrusive_ptr<process_group>>(module, "ProcessGroupWeft")
+  py::class_<process_group, c10d::ProcessGroup, c10::intrusive_ptr<process_group>>(
+      module, "ProcessGroupWeft")
       .def_property_readonly("transport", &process_group::transport_name,
                              "The weft transport the group runs over: tcp, shm or ofi");
   module.def("transports", &transports, "The transports this build of weft_torch has");
   module.def(
       "create_process_group",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
-         const std::string& transport) {
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout, const std::string& transport) {
         return create(transport, group_request{store, rank, size, timeout});
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("transport"),

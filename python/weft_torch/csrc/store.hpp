@@ -30,11 +30,13 @@ class c10d_store final : public weft::bootstrap::store {
     store_->set(std::string(key), bytes_of(value));
   }
 
-  std::optional<std::string> get(std::string_view key, weft::deadline_clock::time_point deadline) override {
+  std::optional<std::string> get(std::string_view key,
+                                 weft::deadline_clock::time_point deadline) override {
     const std::vector<std::string> keys{std::string(key)};
     try {
       // c10d reads a zero timeout as "forever": a deadline that has passed asks check() instead.
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - weft::deadline_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - weft::deadline_clock::now());
       if (left <= std::chrono::milliseconds(0)) {
         if (!store_->check(keys)) return std::nullopt;
       } else {
@@ -44,8 +46,8 @@ class c10d_store final : public weft::bootstrap::store {
       return std::string(value.begin(), value.end());
     } catch (const std::exception& failure) {
       if (weft::deadline_clock::now() >= deadline) return std::nullopt;  // the wait timed out
-      throw weft::error(weft::errc::transport, "the torch.distributed store failed reading '" + std::string(key) +
-                                                   "': " + failure.what());
+      throw weft::error(weft::errc::transport, "the torch.distributed store failed reading '" +
+                                                   std::string(key) + "': " + failure.what());
     }
   }
 
@@ -63,7 +65,9 @@ class c10d_store final : public weft::bootstrap::store {
   std::string describe() const override { return "torch.distributed store"; }
 
  private:
-  static std::vector<std::uint8_t> bytes_of(std::string_view text) { return {text.begin(), text.end()}; }
+  static std::vector<std::uint8_t> bytes_of(std::string_view text) {
+    return {text.begin(), text.end()};
+  }
 
   c10::intrusive_ptr<c10d::Store> store_;
 };

@@ -41,9 +41,10 @@ c10::intrusive_ptr<process_group> make_tcp(const group_request& request) {
   config.connect_timeout = timeout_of(request);
   config.secret = group_secret(*meeting, request);
   if (config.bind_address.empty()) config.bind_address = route_to_master();
-  auto transport = std::make_unique<weft::tcp::transport>(request.rank, request.size, meeting.get(), config);
-  return c10::make_intrusive<process_group_over<weft::tcp::transport>>(std::move(meeting), std::move(transport),
-                                                                       options_for(request), "tcp");
+  auto transport =
+      std::make_unique<weft::tcp::transport>(request.rank, request.size, meeting.get(), config);
+  return c10::make_intrusive<process_group_over<weft::tcp::transport>>(
+      std::move(meeting), std::move(transport), options_for(request), "tcp");
 }
 
 }  // namespace weft_torch

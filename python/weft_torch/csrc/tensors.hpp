@@ -28,9 +28,12 @@ namespace weft_torch {
 // The torch.distributed function that reaches a ProcessGroup method, where the names differ.
 inline std::string torch_name(const std::string& method) {
   static constexpr std::pair<std::string_view, std::string_view> names[] = {
-      {"allreduce", "all_reduce"},           {"allreduce_coalesced", "all_reduce_coalesced"},
-      {"allgather", "all_gather"},           {"_allgather_base", "all_gather_into_tensor"},
-      {"_reduce_scatter_base", "reduce_scatter_tensor"}, {"alltoall_base", "all_to_all_single"},
+      {"allreduce", "all_reduce"},
+      {"allreduce_coalesced", "all_reduce_coalesced"},
+      {"allgather", "all_gather"},
+      {"_allgather_base", "all_gather_into_tensor"},
+      {"_reduce_scatter_base", "reduce_scatter_tensor"},
+      {"alltoall_base", "all_to_all_single"},
       {"alltoall", "all_to_all"}};
   for (const auto& [ours, theirs] : names) {
     if (method == ours) return std::string(theirs) + " (" + method + ")";
@@ -48,33 +51,53 @@ inline std::string torch_name(const std::string& method) {
 template <class F>
 void with_element(const std::string& call, at::ScalarType type, F&& f) {
   switch (type) {
-    case at::kFloat: return f(float{});
-    case at::kDouble: return f(double{});
-    case at::kHalf: return f(weft::half{});
-    case at::kBFloat16: return f(weft::bfloat16{});
-    case at::kByte: return f(std::uint8_t{});
-    case at::kChar: return f(std::int8_t{});
-    case at::kShort: return f(std::int16_t{});
-    case at::kInt: return f(std::int32_t{});
-    case at::kLong: return f(std::int64_t{});
+    case at::kFloat:
+      return f(float{});
+    case at::kDouble:
+      return f(double{});
+    case at::kHalf:
+      return f(weft::half{});
+    case at::kBFloat16:
+      return f(weft::bfloat16{});
+    case at::kByte:
+      return f(std::uint8_t{});
+    case at::kChar:
+      return f(std::int8_t{});
+    case at::kShort:
+      return f(std::int16_t{});
+    case at::kInt:
+      return f(std::int32_t{});
+    case at::kLong:
+      return f(std::int64_t{});
     default:
       refuse(call, std::string("dtype ") + c10::toString(type) +
-                       " is not supported (float32, float64, float16, bfloat16, uint8, int8, int16, int32, int64 are)");
+                       " is not supported (float32, float64, float16, bfloat16, uint8, int8, "
+                       "int16, int32, int64 are)");
   }
 }
 
 inline std::string op_name(const c10d::ReduceOp& op) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return "SUM";
-    case c10d::ReduceOp::AVG: return "AVG";
-    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-    case c10d::ReduceOp::MIN: return "MIN";
-    case c10d::ReduceOp::MAX: return "MAX";
-    case c10d::ReduceOp::BAND: return "BAND";
-    case c10d::ReduceOp::BOR: return "BOR";
-    case c10d::ReduceOp::BXOR: return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "op " + std::to_string(static_cast<int>(op.op_));
+    case c10d::ReduceOp::SUM:
+      return "SUM";
+    case c10d::ReduceOp::AVG:
+      return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+      return "MIN";
+    case c10d::ReduceOp::MAX:
+      return "MAX";
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    case c10d::ReduceOp::BXOR:
+      return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "op " + std::to_string(static_cast<int>(op.op_));
   }
 }
 
@@ -83,11 +106,16 @@ template <class F>
 void with_reduction(const std::string& call, at::ScalarType type, const c10d::ReduceOp& op, F&& f) {
   with_element(call, type, [&]<class T>(T) {
     switch (op.op_) {
-      case c10d::ReduceOp::SUM: return f(T{}, weft::sum{});
-      case c10d::ReduceOp::AVG: return f(T{}, weft::avg{});
-      case c10d::ReduceOp::PRODUCT: return f(T{}, weft::prod{});
-      case c10d::ReduceOp::MIN: return f(T{}, weft::min{});
-      case c10d::ReduceOp::MAX: return f(T{}, weft::max{});
+      case c10d::ReduceOp::SUM:
+        return f(T{}, weft::sum{});
+      case c10d::ReduceOp::AVG:
+        return f(T{}, weft::avg{});
+      case c10d::ReduceOp::PRODUCT:
+        return f(T{}, weft::prod{});
+      case c10d::ReduceOp::MIN:
+        return f(T{}, weft::min{});
+      case c10d::ReduceOp::MAX:
+        return f(T{}, weft::max{});
       case c10d::ReduceOp::BAND:
       case c10d::ReduceOp::BOR:
       case c10d::ReduceOp::BXOR:
@@ -99,7 +127,9 @@ void with_reduction(const std::string& call, at::ScalarType type, const c10d::Re
           refuse(call, op_name(op) + " needs an integer dtype, not " + c10::toString(type));
         }
       default:
-        refuse(call, op_name(op) + " is not supported (SUM, AVG, PRODUCT, MIN, MAX, and BAND, BOR, BXOR on integers are)");
+        refuse(call, op_name(op) +
+                         " is not supported (SUM, AVG, PRODUCT, MIN, MAX, and BAND, BOR, BXOR on "
+                         "integers are)");
     }
   });
 }
@@ -113,7 +143,8 @@ std::span<T> span_of(const at::Tensor& tensor) {
 inline void check_tensor(const std::string& call, const at::Tensor& tensor) {
   if (!tensor.defined()) refuse(call, "a tensor is undefined");
   if (!tensor.device().is_cpu()) {
-    refuse(call, "the tensor is on " + tensor.device().str() + "; the weft backend takes CPU tensors");
+    refuse(call,
+           "the tensor is on " + tensor.device().str() + "; the weft backend takes CPU tensors");
   }
   if (tensor.layout() != at::kStrided) refuse(call, "sparse tensors are not supported");
 }
@@ -128,15 +159,17 @@ inline const at::Tensor& single(const std::string& call, const std::vector<at::T
 }
 
 // Every tensor of `list` has the dtype and number of elements of `like`.
-inline void check_alike(const std::string& call, const std::vector<at::Tensor>& list, const at::Tensor& like,
-                        std::size_t expected_count) {
+inline void check_alike(const std::string& call, const std::vector<at::Tensor>& list,
+                        const at::Tensor& like, std::size_t expected_count) {
   if (list.size() != expected_count) {
-    refuse(call, "expected a list of " + std::to_string(expected_count) + " tensors, got " + std::to_string(list.size()));
+    refuse(call, "expected a list of " + std::to_string(expected_count) + " tensors, got " +
+                     std::to_string(list.size()));
   }
   for (const auto& tensor : list) {
     check_tensor(call, tensor);
     if (tensor.scalar_type() != like.scalar_type()) {
-      refuse(call, std::string("tensors of different dtypes (") + c10::toString(tensor.scalar_type()) + " and " +
+      refuse(call, std::string("tensors of different dtypes (") +
+                       c10::toString(tensor.scalar_type()) + " and " +
                        c10::toString(like.scalar_type()) + ")");
     }
     if (tensor.numel() != like.numel()) {
@@ -147,7 +180,9 @@ inline void check_alike(const std::string& call, const std::vector<at::Tensor>& 
 }
 
 // The tensor itself when contiguous, else a contiguous copy (taken now, on the calling thread).
-inline at::Tensor dense(const at::Tensor& tensor) { return tensor.is_contiguous() ? tensor : tensor.contiguous(); }
+inline at::Tensor dense(const at::Tensor& tensor) {
+  return tensor.is_contiguous() ? tensor : tensor.contiguous();
+}
 
 // The list's tensors one after another in one flat tensor (copied now).
 inline at::Tensor flat(const std::vector<at::Tensor>& list) {

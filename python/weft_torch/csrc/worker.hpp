@@ -32,9 +32,9 @@ namespace weft_torch {
 // One call, as the worker sees it.
 struct queued_call {
   c10::intrusive_ptr<work> handle;
-  std::function<void()> start;                              // starts the weft call(s)
+  std::function<void()> start;                             // starts the weft call(s)
   std::function<bool(std::chrono::microseconds)> advance;  // true once done; throws its failure
-  std::function<void()> complete;                           // after success: results into the caller's tensors
+  std::function<void()> complete;  // after success: results into the caller's tensors
 };
 
 class worker {

@@ -1,9 +1,9 @@
 // weft/bootstrap/tcp_store.hpp — the key-value store rank 0 serves over TCP (Boost.Asio).
 //
 // Rank 0 runs a tcp_store_server (tcp_store_server.hpp) on a background thread for the life of
-// the job; every rank (rank 0 too) talks to it through a tcp_store client (this file). It is the bootstrap's own root
-// (bootstrap/tcp, Meson dependency('weft-bootstrap-tcp')), apart from the core because it needs
-// Asio, and apart from every transport so that any of them can meet through it.
+// the job; every rank (rank 0 too) talks to it through a tcp_store client (this file). It is the
+// bootstrap's own root (bootstrap/tcp, Meson dependency('weft-bootstrap-tcp')), apart from the core
+// because it needs Asio, and apart from every transport so that any of them can meet through it.
 //
 // Protocol (little-endian), one connection per client, one request at a time:
 //   hello   "WEFTSTOR" | u32 version | u32 secret bytes (<= 256) | secret
@@ -123,7 +123,8 @@ class tcp_store final : public store {
       const auto endpoints = resolver.resolve(host_, std::to_string(port_), failure);
       if (failure == asio::error::host_not_found || failure == asio::error::service_not_found) {
         // The name service says the name does not exist: waiting will not change that.
-        throw error(errc::invalid_argument, "the tcp store's host '" + host_ + "' (WEFT_STORE " + where_ +
+        throw error(errc::invalid_argument, "the tcp store's host '" + host_ + "' (WEFT_STORE " +
+                                                where_ +
                                                 ") does not resolve: " + failure.message());
       }
       if (failure) {
@@ -136,7 +137,8 @@ class tcp_store final : public store {
                               failure = result;
                               done = true;
                             });
-        if (!store_detail::run_until(io_, [this] { close_socket(); }, done, deadline))
+        if (!store_detail::run_until(
+                io_, [this] { close_socket(); }, done, deadline))
           failure = asio::error::timed_out;
       }
       if (!failure) break;
@@ -144,8 +146,8 @@ class tcp_store final : public store {
       close_socket();
       if (deadline_clock::now() + std::chrono::milliseconds(50) >= deadline) {
         if (unresolved) {
-          throw error(errc::timeout, "could not resolve the tcp store's host '" + host_ + "' (WEFT_STORE " +
-                                         where_ + "): " + last_failure);
+          throw error(errc::timeout, "could not resolve the tcp store's host '" + host_ +
+                                         "' (WEFT_STORE " + where_ + "): " + last_failure);
         }
         throw error(errc::timeout, "could not reach the tcp store at " + where_ + " (" +
                                        last_failure +
@@ -195,19 +197,22 @@ class tcp_store final : public store {
   }
 
   // Sends `out` and reads the value the store answers (u32 bytes | value); nullopt by the deadline.
-  std::optional<std::string> value_reply(std::span<const std::byte> out, deadline_clock::time_point deadline) {
+  std::optional<std::string> value_reply(std::span<const std::byte> out,
+                                         deadline_clock::time_point deadline) {
     std::byte size_bytes[4];
     if (!exchange(out, {size_bytes, 4}, deadline)) return std::nullopt;
     const std::uint32_t size = store_detail::get32(size_bytes);
     if (size == store_detail::closing) {
       close_socket();
       closed_in_order_ = true;
-      throw error(errc::peer_lost, "the " + describe() + " closed: the job ended on rank 0, which serves it");
+      throw error(errc::peer_lost,
+                  "the " + describe() + " closed: the job ended on rank 0, which serves it");
     }
     if (size > max_value_bytes)
       throw error(errc::transport, "the tcp store at " + where_ + " sent an oversized value");
     std::string value(size, '\0');
-    if (!exchange({}, {reinterpret_cast<std::byte*>(value.data()), size}, deadline)) return std::nullopt;
+    if (!exchange({}, {reinterpret_cast<std::byte*>(value.data()), size}, deadline))
+      return std::nullopt;
     return value;
   }
 
@@ -240,7 +245,9 @@ class tcp_store final : public store {
                           failure = result;
                           done = true;
                         });
-      if (!store_detail::run_until(io_, [this] { close_socket(); }, done, deadline)) return timed_out();
+      if (!store_detail::run_until(
+              io_, [this] { close_socket(); }, done, deadline))
+        return timed_out();
       if (failure) lost(failure);
     }
     if (in.empty()) return true;
@@ -250,7 +257,9 @@ class tcp_store final : public store {
                        failure = result;
                        done = true;
                      });
-    if (!store_detail::run_until(io_, [this] { close_socket(); }, done, deadline)) return timed_out();
+    if (!store_detail::run_until(
+            io_, [this] { close_socket(); }, done, deadline))
+      return timed_out();
     if (failure) lost(failure);
     return true;
   }

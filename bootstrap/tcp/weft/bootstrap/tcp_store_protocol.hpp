@@ -76,7 +76,8 @@ class rejection_log {
 // Runs io until `done` or the deadline; on the deadline, calls `close` (which closes the socket,
 // cancelling what waits on it) and drains the handlers.
 template <class Close>
-bool run_until(asio::io_context& io, Close close, const bool& done, deadline_clock::time_point deadline) {
+bool run_until(asio::io_context& io, Close close, const bool& done,
+               deadline_clock::time_point deadline) {
   io.restart();
   while (!done && io.run_one_until(deadline) != 0) {
   }

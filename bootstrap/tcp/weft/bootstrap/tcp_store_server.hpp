@@ -38,7 +38,8 @@ class tcp_store_server {
   tcp_store_server(const tcp_store_server&) = delete;
   tcp_store_server& operator=(const tcp_store_server&) = delete;
   ~tcp_store_server() {
-    if (owner_.forked()) {  // a forked child's copy: the thread and the listening socket are the parent's
+    // A forked child's copy: the thread and the listening socket are the parent's.
+    if (owner_.forked()) {
       io_.notify_fork(store_detail::asio::execution_context::fork_child);
       thread_.detach();
       return;
@@ -64,7 +65,7 @@ class tcp_store_server {
     std::string peer;
     bool greeted = false;
     bool closed = false;
-    std::string on_close;  // key '\0' value: claimed when this connection ends (op 4)
+    std::string on_close;      // key '\0' value: claimed when this connection ends (op 4)
     std::uint64_t parked = 0;  // while a get waits for its key: which wait (see park)
 
     void drop(const std::string& why) {
@@ -122,8 +123,7 @@ class tcp_store_server {
                                 ", this store speaks " + std::to_string(store_detail::version));
           }
           const std::uint32_t secret_bytes = store_detail::get32(client->head.data() + 12);
-          if (secret_bytes > max_secret_bytes)
-            return client->drop("oversized secret");
+          if (secret_bytes > max_secret_bytes) return client->drop("oversized secret");
           client->body.resize(secret_bytes);
           store_detail::asio::async_read(
               client->socket, store_detail::asio::buffer(client->body),
@@ -132,7 +132,8 @@ class tcp_store_server {
                 const std::string_view offered(reinterpret_cast<const char*>(client->body.data()),
                                                client->body.size());
                 if (!same_secret(offered, secret_))
-                  return client->drop("wrong secret: another job's rank, or a different WEFT_SECRET");
+                  return client->drop(
+                      "wrong secret: another job's rank, or a different WEFT_SECRET");
                 client->greeted = true;
                 client->timer.cancel();
                 respond(client, {std::byte{1}});
@@ -201,10 +202,11 @@ class tcp_store_server {
           waiter->reply.resize(4);
           store_detail::put32(waiter->reply.data(), store_detail::closing);
           ++*outstanding;
-          store_detail::asio::async_write(waiter->socket, store_detail::asio::buffer(waiter->reply),
-                                          [waiter, outstanding, written](boost::system::error_code, std::size_t) {
-                                            if (--*outstanding == 0) written->set_value();
-                                          });
+          store_detail::asio::async_write(
+              waiter->socket, store_detail::asio::buffer(waiter->reply),
+              [waiter, outstanding, written](boost::system::error_code, std::size_t) {
+                if (--*outstanding == 0) written->set_value();
+              });
         }
       }
       waiters_.clear();
@@ -224,15 +226,18 @@ class tcp_store_server {
 
   void watch_parked(const std::shared_ptr<session>& client, std::uint64_t which) {
     client->socket.async_wait(
-        store_detail::tcp::socket::wait_read, [this, client, which](boost::system::error_code failure) {
+        store_detail::tcp::socket::wait_read,
+        [this, client, which](boost::system::error_code failure) {
           if (failure || client->closed || client->parked != which) return;  // answered meanwhile
           std::byte peeked;
-          const auto got = ::recv(client->socket.native_handle(), &peeked, 1, MSG_PEEK | MSG_DONTWAIT);
+          const auto got =
+              ::recv(client->socket.native_handle(), &peeked, 1, MSG_PEEK | MSG_DONTWAIT);
           if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return watch_parked(client, which);
-          client->drop(got == 0  ? "closed while waiting for a key"
-                       : got < 0 ? std::string("failed while waiting for a key: ") + std::strerror(errno)
-                                 : std::string("sent a request while its get waited"));
+          client->drop(got == 0 ? "closed while waiting for a key"
+                       : got < 0
+                           ? std::string("failed while waiting for a key: ") + std::strerror(errno)
+                           : std::string("sent a request while its get waited"));
         });
   }
 

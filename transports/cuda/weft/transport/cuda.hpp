@@ -1,4 +1,5 @@
-// weft/transport/cuda.hpp — weft on NVIDIA GPUs (Meson: dependency('weft-cuda'); compile with nvcc).
+// weft/transport/cuda.hpp — weft on NVIDIA GPUs (Meson: dependency('weft-cuda'); compile with
+// nvcc).
 //
 //   weft::cuda::device_memory memory(device, stream);   // a memory space on one GPU's stream
 //   weft::cuda::communicators gpus({0, 1, 2, 3});       // a communicator per GPU of this process

@@ -59,7 +59,7 @@ struct operation {
   std::size_t size = 0;
   bool is_send = false;
   std::atomic<state> status{state::idle};
-  std::size_t other_size = 0;  // set when sizes did not match
+  std::size_t other_size = 0;    // set when sizes did not match
   operation* partner = nullptr;  // an arrived receive's send
   // A reducing receive: recv_data = combine(own, incoming) instead of a copy.
   const weft::detail::reducer* combine = nullptr;
@@ -223,7 +223,8 @@ class basic_transport {
         continue;
       }
       if (finished(operation.operation(), world_->failed_rank(rank_))) return true;
-      if (box.progress.wait_until(lock, deadline) == std::cv_status::timeout && box.arrived.empty()) {
+      if (box.progress.wait_until(lock, deadline) == std::cv_status::timeout &&
+          box.arrived.empty()) {
         return finished(operation.operation(), world_->failed_rank(rank_));
       }
     }
@@ -299,7 +300,9 @@ class basic_transport {
     }
   }
 
-  void check_peer(int peer, const char* what) const { weft::detail::check_peer(rank_, size(), peer, what); }
+  void check_peer(int peer, const char* what) const {
+    weft::detail::check_peer(rank_, size(), peer, what);
+  }
 
   // Copies the matched pair once and completes both.
   static void deliver(detail::operation* sent, detail::operation* receive) {
@@ -331,8 +334,8 @@ class basic_transport {
                       std::to_string(node->size) + " bytes " + (node->is_send ? "to" : "from") +
                       " rank " + std::to_string(peer) + " but the peer's matching " +
                       (node->is_send ? "receive holds " : "send has ") +
-                      std::to_string(node->other_size) + " bytes (tag " + std::to_string(node->tag) +
-                      ")");
+                      std::to_string(node->other_size) + " bytes (tag " +
+                      std::to_string(node->tag) + ")");
     }
     if (failed_rank >= 0) {
       throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped waiting on rank " +
@@ -410,7 +413,8 @@ class world {
 
   // A world of hosts.size() ranks that says which of them share a host, as if the threads were
   // processes on several hosts: what hierarchical collectives are tested on.
-  explicit world(const host_layout& hosts, Memory memory = {}) : world(hosts.size(), std::move(memory)) {
+  explicit world(const host_layout& hosts, Memory memory = {})
+      : world(hosts.size(), std::move(memory)) {
     hosts_ = hosts;
   }
   const host_layout* hosts() const { return hosts_.empty() ? nullptr : &hosts_; }
@@ -425,7 +429,8 @@ class world {
       std::lock_guard lock(failure_mutex_);
       if (failed_ >= 0) return;
       failure_ = reason;
-      told_the_culprit_.store(!weft::detail::quoted_mismatch(reason).empty(), std::memory_order_relaxed);
+      told_the_culprit_.store(!weft::detail::quoted_mismatch(reason).empty(),
+                              std::memory_order_relaxed);
       failed_ = rank;
     }
     for (auto& state : ranks_) state->notify();
@@ -448,7 +453,8 @@ class world {
   host_layout hosts_;
   std::vector<std::unique_ptr<detail::rank_state>> ranks_;
   std::atomic<int> failed_{-1};
-  std::atomic<bool> told_the_culprit_{false};  // the failure is a mismatch: its culprit hears it too
+  std::atomic<bool> told_the_culprit_{
+      false};  // the failure is a mismatch: its culprit hears it too
   mutable std::mutex failure_mutex_;
   std::string failure_;
 };
@@ -490,8 +496,9 @@ void run(world<Memory>& shared, Function&& fn, options settings = options::from_
   // with peer_lost naming it, and run throws once they have (a std::thread left running would
   // end the process).
   auto start_failed = [&](int rank, const char* why) {
-    const std::string reason = "inproc::run could not start the thread of rank " + std::to_string(rank) +
-                               " of " + std::to_string(shared.size()) + ": " + why;
+    const std::string reason = "inproc::run could not start the thread of rank " +
+                               std::to_string(rank) + " of " + std::to_string(shared.size()) +
+                               ": " + why;
     shared.abort(rank, reason);
     for (auto& thread : threads) thread.join();
     throw error(errc::transport, reason);

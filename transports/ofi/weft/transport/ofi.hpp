@@ -79,8 +79,9 @@ class transport {
            std::to_string(FI_MINOR(fi_version())) + ", provider " + provider() + " on fabric " +
            fabric() + " (domain " + (info.domain_attr->name ? info.domain_attr->name : "?") +
            "), " + std::to_string(size()) + " ranks, largest message " +
-           std::to_string(max_message()) + " B, inject " + std::to_string(info.tx_attr->inject_size) +
-           " B, " + (manual ? "manual" : "automatic") + " progress, " +
+           std::to_string(max_message()) + " B, inject " +
+           std::to_string(info.tx_attr->inject_size) + " B, " + (manual ? "manual" : "automatic") +
+           " progress, " +
            (registers_memory() ? "registers buffers (FI_MR_LOCAL)" : "no buffer registration");
   }
 
@@ -89,8 +90,9 @@ class transport {
   host_memory& memory() { return engine_->memory(); }
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
-    return {engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),
-            engine_.get()};
+    return {
+        engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),
+        engine_.get()};
   }
   request recv(int peer, std::span<std::byte> data, tag_t tag) {
     return {engine_->post_request(false, peer, data.data(), data.size(), tag), engine_.get()};
@@ -105,7 +107,9 @@ class transport {
 
   // The tag of the oldest message from `peer` that arrived before its receive and matches `tag`
   // outside `ignore`, where the provider can look (FI_PEEK): weft::peeking_transport.
-  std::optional<tag_t> peek(int peer, tag_t tag, tag_t ignore) { return engine_->peek(peer, tag, ignore); }
+  std::optional<tag_t> peek(int peer, tag_t tag, tag_t ignore) {
+    return engine_->peek(peer, tag, ignore);
+  }
 
   // Called by the communicator when one of its waits fails: every rank hears of it through the
   // bootstrap store, not the fabric (sending to a dead peer is not safe on every provider), and

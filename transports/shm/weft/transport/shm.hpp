@@ -37,7 +37,8 @@ class transport {
 
   // Makes this rank's region and meets the other ranks of its host through `meeting` (not
   // needed for one rank).
-  transport(int rank, int size, bootstrap::store* meeting, const config& settings = config::from_environment())
+  transport(int rank, int size, bootstrap::store* meeting,
+            const config& settings = config::from_environment())
       : engine_(new detail::engine(rank, size, meeting, settings)) {}
 
   int rank() const { return engine_->rank(); }
@@ -46,17 +47,19 @@ class transport {
   pool_memory& memory() { return engine_->memory(); }
 
   request send(int peer, std::span<const std::byte> data, tag_t tag) {
-    return {engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),
-            engine_.get()};
+    return {
+        engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),
+        engine_.get()};
   }
   request recv(int peer, std::span<std::byte> data, tag_t tag) {
     return {engine_->post_request(false, peer, data.data(), data.size(), tag), engine_.get()};
   }
   // target = combine(own, incoming), combined piece by piece straight from the FIFO's slots.
-  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
-                      const weft::detail::reducer& combine) {
-    return {engine_->post_request(false, peer, target.data(), target.size(), tag, own.data(), &combine),
-            engine_.get()};
+  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own,
+                      tag_t tag, const weft::detail::reducer& combine) {
+    return {
+        engine_->post_request(false, peer, target.data(), target.size(), tag, own.data(), &combine),
+        engine_.get()};
   }
   bool wait(request& operation, deadline_clock::time_point deadline) {
     return engine_->wait(operation.operation(), deadline);
@@ -66,7 +69,9 @@ class transport {
   // once the job has heard a rank is lost (what a second transport's waits call: weft::tiered).
   void progress() { engine_->poll(); }
   // Messages that arrived before their receive (weft::early_message_transport).
-  std::size_t early_messages(std::span<early_message> found) const { return engine_->early_messages(found); }
+  std::size_t early_messages(std::span<early_message> found) const {
+    return engine_->early_messages(found);
+  }
 
   // Called by the communicator when one of its waits fails: every rank hears of it.
   void abort(int culprit, std::string_view reason) {
@@ -80,13 +85,16 @@ class transport {
     const auto& settings = engine_->settings();
     const std::string cma = settings.cma_bytes == 0
                                 ? "off (WEFT_SHM_CMA_BYTES=0)"
-                                : "from " + std::to_string(settings.cma_bytes) + " B, readable on " +
-                                      std::to_string(engine_->readable_peers()) + " of " + std::to_string(size() - 1) +
-                                      " peers";
-    return "shared memory, " + std::to_string(size()) + " ranks, " + std::to_string(settings.slots) +
-           " slots of " + std::to_string(settings.slot_bytes) + " B per pair, single copy: lent from the pool (" +
-           std::to_string(settings.pool_bytes >> 20) + " MiB) from " + std::to_string(settings.lend_bytes) +
-           " B, process_vm_readv " + cma + ", " + std::to_string(engine_->watched()) + " peer processes watched";
+                                : "from " + std::to_string(settings.cma_bytes) +
+                                      " B, readable on " +
+                                      std::to_string(engine_->readable_peers()) + " of " +
+                                      std::to_string(size() - 1) + " peers";
+    return "shared memory, " + std::to_string(size()) + " ranks, " +
+           std::to_string(settings.slots) + " slots of " + std::to_string(settings.slot_bytes) +
+           " B per pair, single copy: lent from the pool (" +
+           std::to_string(settings.pool_bytes >> 20) + " MiB) from " +
+           std::to_string(settings.lend_bytes) + " B, process_vm_readv " + cma + ", " +
+           std::to_string(engine_->watched()) + " peer processes watched";
   }
 
  private:

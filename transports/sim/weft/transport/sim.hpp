@@ -11,8 +11,9 @@
 // Ranks are threads that take turns in virtual time (weft/transport/sim/world.hpp: the model,
 // and why the result does not depend on the threads' scheduling); messages cross the fabric's
 // links (weft/transport/sim/fabric.hpp; the field's machines in weft/transport/sim/machines.hpp).
-// With payload::real every byte moves and results can be checked against the other transports; with payload::phantom, buffers made with
-// weft::sim::phantom and the algorithms' scratch take address space only.
+// With payload::real every byte moves and results can be checked against the other transports; with
+// payload::phantom, buffers made with weft::sim::phantom and the algorithms' scratch take address
+// space only.
 #pragma once
 
 #include "weft/communicator.hpp"

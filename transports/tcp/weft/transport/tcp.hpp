@@ -40,8 +40,8 @@
 #pragma once
 
 #include "weft/bootstrap/session.hpp"
-#include "weft/bootstrap/tcp_meeting.hpp"
 #include "weft/bootstrap/store.hpp"
+#include "weft/bootstrap/tcp_meeting.hpp"
 #include "weft/detail/request_handle.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
@@ -94,10 +94,13 @@ class transport {
   }
   bool test(request& operation) { return engine_->test(operation.operation()); }
   // Moves every connection's sends and receives as far as they go without blocking; throws
-  // peer_lost once this rank knows a rank is lost (what a second transport's waits call: weft::tiered).
+  // peer_lost once this rank knows a rank is lost (what a second transport's waits call:
+  // weft::tiered).
   void progress() { engine_->progress(); }
   // Messages that arrived before their receive (weft::early_message_transport).
-  std::size_t early_messages(std::span<early_message> found) const { return engine_->early_messages(found); }
+  std::size_t early_messages(std::span<early_message> found) const {
+    return engine_->early_messages(found);
+  }
 
   // Tells every rank that `culprit` failed: their pending and later waits throw peer_lost naming
   // it. The communicator calls it when one of its waits fails, so no rank waits out its timeout.
@@ -106,9 +109,9 @@ class transport {
   // What a job's line says of it (weft::basic_session::describe): ranks, where this rank
   // listens, how long a wait polls before it sleeps.
   std::string describe() const {
-    return "tcp (Boost.Asio), " + std::to_string(size()) + " ranks, rank " + std::to_string(rank()) +
-           " listening on " + address() + ", waits poll " + std::to_string(spin_before_sleep(0).count()) +
-           " us before sleeping in epoll";
+    return "tcp (Boost.Asio), " + std::to_string(size()) + " ranks, rank " +
+           std::to_string(rank()) + " listening on " + address() + ", waits poll " +
+           std::to_string(spin_before_sleep(0).count()) + " us before sleeping in epoll";
   }
 
   // host:port this rank listens on (published in the store).

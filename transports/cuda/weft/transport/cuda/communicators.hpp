@@ -52,21 +52,24 @@ class stream_backend {
   static constexpr std::string_view tuning_key = "cuda";
 
   // Resolves the stream memory operations and enables peer access between `devices`.
-  explicit stream_backend(const std::vector<int>& devices) : operations_(&detail::stream_operations::get()) {
+  explicit stream_backend(const std::vector<int>& devices)
+      : operations_(&detail::stream_operations::get()) {
     for (int device : devices) detail::kernel_loaders::preload(device);  // before any stream waits
     for (int reader : devices) {
       for (int owner : devices) {
         if (reader == owner || peer(reader, owner)) continue;
         int can = 0;
-        check(cudaDeviceCanAccessPeer(&can, reader, owner),
-              "cudaDeviceCanAccessPeer(" + std::to_string(reader) + ", " + std::to_string(owner) + ")");
+        check(cudaDeviceCanAccessPeer(&can, reader, owner), "cudaDeviceCanAccessPeer(" +
+                                                                std::to_string(reader) + ", " +
+                                                                std::to_string(owner) + ")");
         if (can == 0) continue;
         const device_scope on(reader);
         const cudaError_t status = cudaDeviceEnablePeerAccess(owner, 0);
         if (status == cudaErrorPeerAccessAlreadyEnabled) {
           static_cast<void>(cudaGetLastError());
         } else {
-          check(status, "cudaDeviceEnablePeerAccess(" + std::to_string(owner) + ") on device " + std::to_string(reader));
+          check(status, "cudaDeviceEnablePeerAccess(" + std::to_string(owner) + ") on device " +
+                            std::to_string(reader));
         }
         peers_.push_back({reader, owner});
       }
@@ -76,7 +79,8 @@ class stream_backend {
   stream_type make_stream(int device) {
     const device_scope on(device);
     cudaStream_t s = nullptr;
-    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate on device " + std::to_string(device));
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+          "cudaStreamCreate on device " + std::to_string(device));
     return s;
   }
   void destroy_stream(stream_type s) { static_cast<void>(cudaStreamDestroy(s)); }
@@ -90,15 +94,22 @@ class stream_backend {
 
   std::uint32_t* allocate_flags(std::size_t n) {
     void* flags = nullptr;
-    check(cudaHostAlloc(&flags, n * sizeof(std::uint32_t), cudaHostAllocMapped | cudaHostAllocPortable),
+    check(cudaHostAlloc(&flags, n * sizeof(std::uint32_t),
+                        cudaHostAllocMapped | cudaHostAllocPortable),
           "cudaHostAlloc of " + std::to_string(n) + " flags");
     return static_cast<std::uint32_t*>(flags);
   }
   void free_flags(std::uint32_t* flags, std::size_t) { static_cast<void>(cudaFreeHost(flags)); }
 
-  void write_flag(stream_type s, std::uint32_t* flag, std::uint32_t value) { operations_->write(s, flag, value); }
-  void wait_flag(stream_type s, const std::uint32_t* flag, std::uint32_t value) { operations_->wait(s, flag, value); }
-  void wait_flags(stream_type s, std::span<const weft::stream::flag_wait> waits) { operations_->wait_all(s, waits); }
+  void write_flag(stream_type s, std::uint32_t* flag, std::uint32_t value) {
+    operations_->write(s, flag, value);
+  }
+  void wait_flag(stream_type s, const std::uint32_t* flag, std::uint32_t value) {
+    operations_->wait(s, flag, value);
+  }
+  void wait_flags(stream_type s, std::span<const weft::stream::flag_wait> waits) {
+    operations_->wait_all(s, waits);
+  }
   bool direct_access(int reader, int owner) { return reader == owner || peer(reader, owner); }
 
  private:
@@ -139,18 +150,23 @@ inline void check_sharing(const std::vector<int>& devices, int queues) {
   for (const int device : devices) {
     const auto sharing = std::count(devices.begin(), devices.end(), device);
     if (sharing < 2 || queues >= 4 * sharing) continue;
-    const std::string head = "weft::cuda::communicators: " + std::to_string(sharing) + " ranks share GPU " +
-                             std::to_string(device);
+    const std::string head = "weft::cuda::communicators: " + std::to_string(sharing) +
+                             " ranks share GPU " + std::to_string(device);
     if (sharing > 8) {
-      throw error(errc::invalid_argument, head + "; at most 8 ranks can share one GPU (each needs 4 of the GPU's "
-                                                 "hardware queues, and CUDA_DEVICE_MAX_CONNECTIONS gives at most 32)");
+      throw error(errc::invalid_argument,
+                  head +
+                      "; at most 8 ranks can share one GPU (each needs 4 of the GPU's "
+                      "hardware queues, and CUDA_DEVICE_MAX_CONNECTIONS gives at most 32)");
     }
-    throw error(errc::invalid_argument,
-                head + ", which then needs CUDA_DEVICE_MAX_CONNECTIONS of at least " + std::to_string(4 * sharing) +
-                    " (it is " + std::to_string(queues) +
-                    "; CUDA's default is 8): with fewer hardware queues their waiting streams can block each "
-                    "other for good. Set CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before the program "
-                    "starts, or call weft::cuda::request_hardware_queues() before its first CUDA call");
+    throw error(
+        errc::invalid_argument,
+        head + ", which then needs CUDA_DEVICE_MAX_CONNECTIONS of at least " +
+            std::to_string(4 * sharing) + " (it is " + std::to_string(queues) +
+            "; CUDA's default is 8): with fewer hardware queues their waiting streams can block "
+            "each "
+            "other for good. Set CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment before the "
+            "program "
+            "starts, or call weft::cuda::request_hardware_queues() before its first CUDA call");
   }
 }
 
@@ -176,20 +192,24 @@ class communicators {
   explicit communicators(std::vector<int> devices, std::vector<cudaStream_t> streams = {},
                          options settings = options::from_environment()) {
     if (const std::string why = why_no_device(); !why.empty()) {
-      throw error(errc::transport, "no CUDA device: weft::cuda::communicators needs a GPU (" + why + ")");
+      throw error(errc::transport,
+                  "no CUDA device: weft::cuda::communicators needs a GPU (" + why + ")");
     }
     const int visible = device_count();
     for (int d : devices) {
       if (d < 0 || d >= visible) {
-        throw error(errc::invalid_argument, "weft::cuda::communicators: device " + std::to_string(d) +
-                                                " does not exist (this process sees " + std::to_string(visible) +
-                                                " device(s))");
+        throw error(errc::invalid_argument, "weft::cuda::communicators: device " +
+                                                std::to_string(d) +
+                                                " does not exist (this process sees " +
+                                                std::to_string(visible) + " device(s))");
       }
     }
     check_sharing(devices, hardware_queues());
-    world_ = std::make_unique<weft::stream::world<stream_backend>>(stream_backend(devices), devices, std::move(streams));
+    world_ = std::make_unique<weft::stream::world<stream_backend>>(stream_backend(devices), devices,
+                                                                   std::move(streams));
     comms_.reserve(devices.size());
-    for (int rank = 0; rank < world_->size(); ++rank) comms_.emplace_back(world_->endpoint(rank), settings);
+    for (int rank = 0; rank < world_->size(); ++rank)
+      comms_.emplace_back(world_->endpoint(rank), settings);
   }
 
   int size() const { return static_cast<int>(comms_.size()); }
@@ -198,7 +218,9 @@ class communicators {
   int device(int rank) const { return world_->device(rank); }
 
   // Waits for `rank`'s stream; throws errc::timeout naming what it waits for after `timeout`.
-  void synchronize(int rank, std::chrono::milliseconds timeout) { world_->synchronize(rank, timeout); }
+  void synchronize(int rank, std::chrono::milliseconds timeout) {
+    world_->synchronize(rank, timeout);
+  }
   // Every rank's stream, each within `timeout`.
   void synchronize(std::chrono::milliseconds timeout) {
     for (int rank = 0; rank < size(); ++rank) world_->synchronize(rank, timeout);

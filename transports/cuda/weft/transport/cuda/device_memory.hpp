@@ -49,7 +49,8 @@ class device_memory {
     if (src.empty() || dst.data() == src.data()) return;
     const device_scope on(device_);
     check(cudaMemcpyAsync(dst.data(), src.data(), src.size(), cudaMemcpyDefault, stream_),
-          "cudaMemcpyAsync of " + std::to_string(src.size()) + " bytes on device " + std::to_string(device_));
+          "cudaMemcpyAsync of " + std::to_string(src.size()) + " bytes on device " +
+              std::to_string(device_));
   }
 
   template <class T, class Op>
@@ -62,11 +63,12 @@ class device_memory {
   // out[k] = in[0] op in[1] op ... for every output, `count` elements each, in one kernel (a
   // whole collective's share: weft::fused); at most 64 inputs and 64 outputs.
   template <class T, class Op>
-  void reduce_all(std::span<std::byte* const> outs, std::span<const std::byte* const> ins, std::size_t count,
-                  const Op& op, std::type_identity<T>) const {
+  void reduce_all(std::span<std::byte* const> outs, std::span<const std::byte* const> ins,
+                  std::size_t count, const Op& op, std::type_identity<T>) const {
     if (outs.size() > detail::most_vectors || ins.size() > detail::most_vectors) {
       throw error(errc::invalid_argument, "weft::cuda::device_memory::reduce_all takes at most " +
-                                              std::to_string(detail::most_vectors) + " inputs and outputs");
+                                              std::to_string(detail::most_vectors) +
+                                              " inputs and outputs");
     }
     const device_scope on(device_);
     detail::launch_reduce_all<T>(outs, ins, count, op, stream_, blocks_cap_);
@@ -84,7 +86,8 @@ class device_memory {
     const device_scope on(device_);
     void* pointer = nullptr;
     check(cudaMallocAsync(&pointer, bytes == 0 ? 1 : bytes, stream_),
-          "cudaMallocAsync of " + std::to_string(bytes) + " bytes on device " + std::to_string(device_));
+          "cudaMallocAsync of " + std::to_string(bytes) + " bytes on device " +
+              std::to_string(device_));
     if (reinterpret_cast<std::uintptr_t>(pointer) % 64 != 0) {  // memory_space's rule 4
       static_cast<void>(cudaFreeAsync(pointer, stream_));
       throw error(errc::transport, "cudaMallocAsync returned memory not aligned to 64 bytes");

@@ -24,7 +24,8 @@ Function driver_function(const char* symbol, unsigned version, const char* purpo
   check(cudaGetDriverEntryPointByVersion(symbol, &function, version, cudaEnableDefault, &found),
         std::string("cudaGetDriverEntryPointByVersion(") + symbol + ")");
   if (function == nullptr || found != cudaDriverEntryPointSuccess) {
-    throw error(errc::transport, std::string("the CUDA driver has no ") + symbol + " (" + purpose + ")");
+    throw error(errc::transport,
+                std::string("the CUDA driver has no ") + symbol + " (" + purpose + ")");
   }
   return reinterpret_cast<Function>(function);
 }
@@ -32,7 +33,8 @@ Function driver_function(const char* symbol, unsigned version, const char* purpo
 // Throws weft::error(transport) naming the driver call unless `status` is CUDA_SUCCESS.
 inline void check_driver(CUresult status, const std::string& what) {
   if (status == CUDA_SUCCESS) return;
-  throw error(errc::transport, what + " failed: CUresult " + std::to_string(static_cast<int>(status)));
+  throw error(errc::transport,
+              what + " failed: CUresult " + std::to_string(static_cast<int>(status)));
 }
 
 }  // namespace weft::cuda::detail

@@ -11,8 +11,8 @@
 
 #include "weft/detail/host_device.hpp"
 #include "weft/ops.hpp"
-#include "weft/types.hpp"
 #include "weft/transport/cuda/runtime.hpp"
+#include "weft/types.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -31,9 +31,9 @@ namespace weft::cuda::detail {
 
 // The reductions whose narrow-float arithmetic is "to float, compute, round back".
 template <class Op>
-inline constexpr bool float_arithmetic_v = std::is_same_v<Op, weft::sum> || std::is_same_v<Op, weft::prod> ||
-                                           std::is_same_v<Op, weft::min> || std::is_same_v<Op, weft::max> ||
-                                           std::is_same_v<Op, weft::avg>;
+inline constexpr bool float_arithmetic_v =
+    std::is_same_v<Op, weft::sum> || std::is_same_v<Op, weft::prod> ||
+    std::is_same_v<Op, weft::min> || std::is_same_v<Op, weft::max> || std::is_same_v<Op, weft::avg>;
 
 // weft's 16-bit types as CUDA's, and back (the same bits).
 WEFT_HOST_DEVICE inline float widen(weft::half value) {
@@ -79,7 +79,8 @@ WEFT_HOST_DEVICE inline T finalize_element(const Op& op, T value, int ranks) {
 
 // Elements per 16-byte access (1 for elements of 16 bytes or more, or of odd sizes).
 template <class T>
-inline constexpr std::size_t per_vector = (sizeof(T) < 16 && 16 % sizeof(T) == 0) ? 16 / sizeof(T) : 1;
+inline constexpr std::size_t per_vector = (sizeof(T) < 16 && 16 % sizeof(T) == 0) ? 16 / sizeof(T)
+                                                                                  : 1;
 
 template <class T>
 struct alignas(16) vector_of {
@@ -91,7 +92,8 @@ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p
 // dst[i] = op(a[i], b[i]); dst may be a or b. With `vectors`, the first vectors * per_vector
 // elements go 16 bytes at a time (every pointer then is 16-byte aligned); the rest one by one.
 template <class T, class Op>
-__global__ void combine_kernel(T* dst, const T* a, const T* b, std::size_t count, std::size_t vectors, Op op) {
+__global__ void combine_kernel(T* dst, const T* a, const T* b, std::size_t count,
+                               std::size_t vectors, Op op) {
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   constexpr std::size_t per = per_vector<T>;
@@ -103,7 +105,8 @@ __global__ void combine_kernel(T* dst, const T* a, const T* b, std::size_t count
     for (std::size_t k = 0; k < per; ++k) out.lane[k] = combine_element(op, x.lane[k], y.lane[k]);
     reinterpret_cast<vector_of<T>*>(dst)[v] = out;
   }
-  for (std::size_t i = vectors * per + first; i < count; i += stride) dst[i] = combine_element(op, a[i], b[i]);
+  for (std::size_t i = vectors * per + first; i < count; i += stride)
+    dst[i] = combine_element(op, a[i], b[i]);
 }
 
 // The inputs and outputs of one reduce_all, passed by value as the kernel's argument.
@@ -119,7 +122,8 @@ struct vector_table {
 // out[k][i] = in[0][i] op in[1][i] op ... (left to right) for every output k: a whole
 // collective's share in one pass. An output may be in[0], no other input.
 template <class T, class Op>
-__global__ void reduce_all_kernel(vector_table<T> table, std::size_t count, std::size_t vectors, Op op) {
+__global__ void reduce_all_kernel(vector_table<T> table, std::size_t count, std::size_t vectors,
+                                  Op op) {
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   constexpr std::size_t per = per_vector<T>;
@@ -128,9 +132,11 @@ __global__ void reduce_all_kernel(vector_table<T> table, std::size_t count, std:
     for (unsigned i = 1; i < table.ins; ++i) {
       const vector_of<T> x = reinterpret_cast<const vector_of<T>*>(table.in[i])[v];
 #pragma unroll
-      for (std::size_t k = 0; k < per; ++k) sum.lane[k] = combine_element(op, sum.lane[k], x.lane[k]);
+      for (std::size_t k = 0; k < per; ++k)
+        sum.lane[k] = combine_element(op, sum.lane[k], x.lane[k]);
     }
-    for (unsigned o = 0; o < table.outs; ++o) reinterpret_cast<vector_of<T>*>(table.out[o])[v] = sum;
+    for (unsigned o = 0; o < table.outs; ++o)
+      reinterpret_cast<vector_of<T>*>(table.out[o])[v] = sum;
   }
   for (std::size_t e = vectors * per + first; e < count; e += stride) {
     T sum = table.in[0][e];
@@ -143,7 +149,8 @@ template <class T, class Op>
 __global__ void finalize_kernel(T* data, std::size_t count, Op op, int ranks) {
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = first; i < count; i += stride) data[i] = finalize_element(op, data[i], ranks);
+  for (std::size_t i = first; i < count; i += stride)
+    data[i] = finalize_element(op, data[i], ranks);
 }
 
 // A grid for `items` grid-stride items: enough blocks to fill the device (`blocks_cap`), no more
@@ -155,7 +162,9 @@ struct launch_shape {
 inline launch_shape shape_for(std::size_t items, unsigned blocks_cap) {
   constexpr unsigned threads = 256;
   const std::size_t wanted = (items + threads - 1) / threads;
-  return {static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, blocks_cap))), threads};
+  return {
+      static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, blocks_cap))),
+      threads};
 }
 
 // The kernels of every (element type, reduction) this program launches, loaded on a device
@@ -204,9 +213,11 @@ template <class T, class Op>
 void load_kernels() {
   cudaFuncAttributes attributes{};
   check(cudaFuncGetAttributes(&attributes, combine_kernel<T, Op>), "loading weft's combine kernel");
-  check(cudaFuncGetAttributes(&attributes, reduce_all_kernel<T, Op>), "loading weft's reduce_all kernel");
+  check(cudaFuncGetAttributes(&attributes, reduce_all_kernel<T, Op>),
+        "loading weft's reduce_all kernel");
   if constexpr (weft::has_finalize_v<Op, T>) {
-    check(cudaFuncGetAttributes(&attributes, finalize_kernel<T, Op>), "loading weft's finalize kernel");
+    check(cudaFuncGetAttributes(&attributes, finalize_kernel<T, Op>),
+          "loading weft's finalize kernel");
   }
 }
 template <class T, class Op>
@@ -214,8 +225,8 @@ inline const bool kernels_registered = kernel_loaders::add(&load_kernels<T, Op>)
 
 // Enqueues dst = op(a, b) on `stream` (the device current).
 template <class T, class Op>
-void launch_combine(T* dst, const T* a, const T* b, std::size_t count, const Op& op, cudaStream_t stream,
-                    unsigned blocks_cap) {
+void launch_combine(T* dst, const T* a, const T* b, std::size_t count, const Op& op,
+                    cudaStream_t stream, unsigned blocks_cap) {
   static_cast<void>(kernels_registered<T, Op>);  // instantiated here, registered at start-up
   if (count == 0) return;
   const bool vectorized = per_vector<T> > 1 && aligned16(dst) && aligned16(a) && aligned16(b);
@@ -229,8 +240,8 @@ void launch_combine(T* dst, const T* a, const T* b, std::size_t count, const Op&
 // Enqueues out[k] = in[0] op in[1] op ... for every output on `stream` (the device current);
 // at most most_vectors inputs and outputs, each `count` elements.
 template <class T, class Op>
-void launch_reduce_all(std::span<std::byte* const> outs, std::span<const std::byte* const> ins, std::size_t count,
-                       const Op& op, cudaStream_t stream, unsigned blocks_cap) {
+void launch_reduce_all(std::span<std::byte* const> outs, std::span<const std::byte* const> ins,
+                       std::size_t count, const Op& op, cudaStream_t stream, unsigned blocks_cap) {
   static_cast<void>(kernels_registered<T, Op>);
   if (count == 0 || outs.empty() || ins.empty()) return;
   vector_table<T> table{};
@@ -254,7 +265,8 @@ void launch_reduce_all(std::span<std::byte* const> outs, std::span<const std::by
 
 // Enqueues data = op.finalize(data, ranks) on `stream`; nothing for reductions without one.
 template <class T, class Op>
-void launch_finalize(T* data, std::size_t count, const Op& op, int ranks, cudaStream_t stream, unsigned blocks_cap) {
+void launch_finalize(T* data, std::size_t count, const Op& op, int ranks, cudaStream_t stream,
+                     unsigned blocks_cap) {
   static_cast<void>(kernels_registered<T, Op>);
   if constexpr (!weft::has_finalize_v<Op, T>) {
     return;

@@ -2,10 +2,10 @@
 // transport): one process per GPU, as torchrun, mpirun and srun start them, or several sharing
 // one. Meson: dependency('weft-cuda') and dependency('weft-shm'); compile with nvcc.
 //
-//   auto job = weft::cuda::session::from_environment();        // weft-run, mpirun, srun, torchrun
-//   float* data = weft::cuda::allocate<float>(job.comm(), n);  // registered: read in place by peers
-//   weft::allreduce(job.comm(), std::span<float>(data, n), weft::sum{});   // enqueued on the stream
-//   weft::cuda::synchronize(job.comm(), 10s);                  // cudaStreamSynchronize, bounded
+//   auto job = weft::cuda::session::from_environment();   // weft-run, mpirun, srun, torchrun
+//   float* data = weft::cuda::allocate<float>(job.comm(), n);   // read in place by peers
+//   weft::allreduce(job.comm(), std::span<float>(data, n), weft::sum{});   // enqueued
+//   weft::cuda::synchronize(job.comm(), 10s);   // cudaStreamSynchronize, bounded
 //
 // The protocol is weft::shm::stream_transport's (weft/transport/shm/stream_ordered.hpp) on
 // CUDA streams: a send is announced in the receiver's host region; the receiver enqueues, on a
@@ -63,7 +63,8 @@ class ipc_backend {
 
   int devices() const {
     if (const std::string why = why_no_device(); !why.empty()) {
-      throw error(errc::transport, "no CUDA device: weft::cuda::ipc_transport needs a GPU (" + why + ")");
+      throw error(errc::transport,
+                  "no CUDA device: weft::cuda::ipc_transport needs a GPU (" + why + ")");
     }
     return device_count();
   }
@@ -85,7 +86,9 @@ class ipc_backend {
       const cudaIpcMemHandle_t h = memory_.ipc_handle();
       return std::string(reinterpret_cast<const char*>(&h), sizeof h);
     }
-    std::string_view way() const { return memory_.way() == sharing::vmm ? "VMM descriptors" : "legacy IPC handles"; }
+    std::string_view way() const {
+      return memory_.way() == sharing::vmm ? "VMM descriptors" : "legacy IPC handles";
+    }
     pool_type(pool_type&& other) noexcept
         : memory_(std::move(other.memory_)), descriptor_(std::exchange(other.descriptor_, -1)) {}
     pool_type& operator=(pool_type&&) = delete;
@@ -108,8 +111,9 @@ class ipc_backend {
     if (descriptor >= 0) return imported_allocation(device, descriptor, bytes);
     cudaIpcMemHandle_t h{};
     if (handle.size() != sizeof h) {
-      throw error(errc::transport, "weft::cuda::ipc_transport: a peer's pool came without a descriptor or an IPC "
-                                   "handle (do the ranks share their GPUs the same way? WEFT_CUDA_IPC)");
+      throw error(errc::transport,
+                  "weft::cuda::ipc_transport: a peer's pool came without a descriptor or an IPC "
+                  "handle (do the ranks share their GPUs the same way? WEFT_CUDA_IPC)");
     }
     std::memcpy(&h, handle.data(), sizeof h);
     return imported_allocation(device, h, bytes);
@@ -117,7 +121,8 @@ class ipc_backend {
   // The ranks' host regions, where the flags are: pinned and mapped for the device. Streams
   // wait on and write them at their host address (unified addressing).
   void register_host(std::byte* p, std::size_t n) {
-    check(cudaHostRegister(p, n, cudaHostRegisterMapped | cudaHostRegisterPortable), "cudaHostRegister of a rank's region");
+    check(cudaHostRegister(p, n, cudaHostRegisterMapped | cudaHostRegisterPortable),
+          "cudaHostRegister of a rank's region");
     int same = 0;
     check(cudaDeviceGetAttribute(&same, cudaDevAttrCanUseHostPointerForRegisteredMem, device_),
           "cudaDeviceGetAttribute(CanUseHostPointerForRegisteredMem)");
@@ -134,9 +139,15 @@ class ipc_backend {
   memory_type memory_on(int device, stream_type s) { return device_memory(device, s); }
   std::uint32_t* allocate_flags(std::size_t n) { return inner(device_).allocate_flags(n); }
   void free_flags(std::uint32_t* flags, std::size_t n) { inner(device_).free_flags(flags, n); }
-  void write_flag(stream_type s, std::uint32_t* flag, std::uint32_t value) { inner(device_).write_flag(s, flag, value); }
-  void wait_flag(stream_type s, const std::uint32_t* flag, std::uint32_t value) { inner(device_).wait_flag(s, flag, value); }
-  void wait_flags(stream_type s, std::span<const weft::stream::flag_wait> waits) { inner(device_).wait_flags(s, waits); }
+  void write_flag(stream_type s, std::uint32_t* flag, std::uint32_t value) {
+    inner(device_).write_flag(s, flag, value);
+  }
+  void wait_flag(stream_type s, const std::uint32_t* flag, std::uint32_t value) {
+    inner(device_).wait_flag(s, flag, value);
+  }
+  void wait_flags(stream_type s, std::span<const weft::stream::flag_wait> waits) {
+    inner(device_).wait_flags(s, waits);
+  }
   bool direct_access(int, int) { return true; }  // a peer's pool is mapped for this rank's device
 
  private:
@@ -169,7 +180,8 @@ struct ipc_config : weft::shm::stream_config {
     if (const auto value = env::bytes("WEFT_CUDA_POOL_BYTES", std::uint64_t{1} << 40)) {
       result.pool_bytes = static_cast<std::size_t>(*value);
     }
-    if (const auto value = env::count("WEFT_CUDA_DEVICE", 1 << 16)) result.device = static_cast<int>(*value);
+    if (const auto value = env::count("WEFT_CUDA_DEVICE", 1 << 16))
+      result.device = static_cast<int>(*value);
     result.stage_piece_bytes = std::size_t{4} << 20;
     result.read_stage_bytes("WEFT_CUDA_STAGE_BYTES");
     return result;
@@ -192,8 +204,9 @@ T* allocate(communicator<ipc_transport>& comm, std::size_t count) {
   std::byte* p = memory.allocate(bytes);
   if (!memory.in_pool(p, bytes)) {
     memory.deallocate(p, bytes);
-    throw error(errc::invalid_argument, "weft::cuda::allocate: the pool of rank " + std::to_string(comm.rank()) +
-                                            " has no room for " + std::to_string(bytes) +
+    throw error(errc::invalid_argument, "weft::cuda::allocate: the pool of rank " +
+                                            std::to_string(comm.rank()) + " has no room for " +
+                                            std::to_string(bytes) +
                                             " more bytes; raise WEFT_CUDA_POOL_BYTES");
   }
   return reinterpret_cast<T*>(p);

@@ -30,7 +30,8 @@ inline void check(cudaError_t status, const std::string& what) {
   if (status == cudaSuccess) return;
   static_cast<void>(cudaGetLastError());  // reset the last error (a sticky one stays)
   if (no_device(status)) {
-    throw error(errc::transport, "no CUDA device: " + what + " failed: " + cudaGetErrorString(status));
+    throw error(errc::transport,
+                "no CUDA device: " + what + " failed: " + cudaGetErrorString(status));
   }
   throw error(errc::transport, what + " failed: " + cudaGetErrorName(status) + " (" +
                                    cudaGetErrorString(status) + ")");
@@ -64,11 +65,13 @@ class device_scope {
  public:
   explicit device_scope(int device) {
     check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+    if (previous_ != device)
+      check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
   }
   ~device_scope() {
     int now = previous_;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) static_cast<void>(cudaSetDevice(previous_));
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_)
+      static_cast<void>(cudaSetDevice(previous_));
   }
   device_scope(const device_scope&) = delete;
   device_scope& operator=(const device_scope&) = delete;

@@ -75,8 +75,10 @@ struct vmm_driver {
     constexpr unsigned version = 12000;
     constexpr const char* purpose = "virtual memory management, CUDA 10.2 or later";
     device_get = driver_function<decltype(device_get)>("cuDeviceGet", version, purpose);
-    device_attribute = driver_function<decltype(device_attribute)>("cuDeviceGetAttribute", version, purpose);
-    granularity = driver_function<decltype(granularity)>("cuMemGetAllocationGranularity", version, purpose);
+    device_attribute =
+        driver_function<decltype(device_attribute)>("cuDeviceGetAttribute", version, purpose);
+    granularity =
+        driver_function<decltype(granularity)>("cuMemGetAllocationGranularity", version, purpose);
     create = driver_function<decltype(create)>("cuMemCreate", version, purpose);
     release = driver_function<decltype(release)>("cuMemRelease", version, purpose);
     reserve = driver_function<decltype(reserve)>("cuMemAddressReserve", version, purpose);
@@ -84,8 +86,10 @@ struct vmm_driver {
     map = driver_function<decltype(map)>("cuMemMap", version, purpose);
     unmap = driver_function<decltype(unmap)>("cuMemUnmap", version, purpose);
     set_access = driver_function<decltype(set_access)>("cuMemSetAccess", version, purpose);
-    export_handle = driver_function<decltype(export_handle)>("cuMemExportToShareableHandle", version, purpose);
-    import_handle = driver_function<decltype(import_handle)>("cuMemImportFromShareableHandle", version, purpose);
+    export_handle =
+        driver_function<decltype(export_handle)>("cuMemExportToShareableHandle", version, purpose);
+    import_handle = driver_function<decltype(import_handle)>("cuMemImportFromShareableHandle",
+                                                             version, purpose);
   }
 };
 
@@ -116,8 +120,9 @@ inline CUmemAllocationProp exportable_properties(CUdevice device) {
 }
 
 // Maps `handle` (size bytes) at a fresh address range readable and writable by `device`.
-inline CUdeviceptr map_on(const vmm_driver& driver, CUmemGenericAllocationHandle handle, std::size_t size,
-                          std::size_t alignment, CUdevice device, const std::string& what) {
+inline CUdeviceptr map_on(const vmm_driver& driver, CUmemGenericAllocationHandle handle,
+                          std::size_t size, std::size_t alignment, CUdevice device,
+                          const std::string& what) {
   CUdeviceptr address = 0;
   check_driver(driver.reserve(&address, size, alignment, 0, 0), "cuMemAddressReserve for " + what);
   if (const CUresult status = driver.map(address, size, 0, handle, 0); status != CUDA_SUCCESS) {
@@ -128,7 +133,8 @@ inline CUdeviceptr map_on(const vmm_driver& driver, CUmemGenericAllocationHandle
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (const CUresult status = driver.set_access(address, size, &access, 1); status != CUDA_SUCCESS) {
+  if (const CUresult status = driver.set_access(address, size, &access, 1);
+      status != CUDA_SUCCESS) {
     static_cast<void>(driver.unmap(address, size));
     static_cast<void>(driver.address_free(address, size));
     check_driver(status, "cuMemSetAccess of " + what);
@@ -144,9 +150,11 @@ inline CUdeviceptr map_on(const vmm_driver& driver, CUmemGenericAllocationHandle
 inline sharing sharing_for(int device) {
   const auto asked = weft::detail::env::text("WEFT_CUDA_IPC");
   if (asked && *asked != "vmm" && *asked != "legacy" && *asked != "auto") {
-    throw error(errc::invalid_argument, "WEFT_CUDA_IPC is '" + std::string(*asked) + "': it is vmm, legacy or auto");
+    throw error(errc::invalid_argument,
+                "WEFT_CUDA_IPC is '" + std::string(*asked) + "': it is vmm, legacy or auto");
   }
-  if (const std::string why = why_no_device(); !why.empty()) throw error(errc::transport, "no CUDA device: " + why);
+  if (const std::string why = why_no_device(); !why.empty())
+    throw error(errc::transport, "no CUDA device: " + why);
   if (asked && *asked == "legacy") return sharing::legacy;
   std::string missing;
   try {
@@ -154,19 +162,24 @@ inline sharing sharing_for(int device) {
     const CUdevice handle = detail::driver_device(driver, device);
     int vmm = 0;
     int descriptors = 0;
-    detail::check_driver(driver.device_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, handle),
+    detail::check_driver(driver.device_attribute(
+                             &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, handle),
                          "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)");
     detail::check_driver(
-        driver.device_attribute(&descriptors, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, handle),
+        driver.device_attribute(
+            &descriptors, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, handle),
         "cuDeviceGetAttribute(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)");
-    if (vmm == 0) missing = "device " + std::to_string(device) + " has no virtual memory management";
-    else if (descriptors == 0) missing = "device " + std::to_string(device) + " cannot export memory as file descriptors";
+    if (vmm == 0)
+      missing = "device " + std::to_string(device) + " has no virtual memory management";
+    else if (descriptors == 0)
+      missing = "device " + std::to_string(device) + " cannot export memory as file descriptors";
   } catch (const error& failure) {
     if (failure.code() != errc::transport) throw;
     missing = failure.what();
   }
   if (missing.empty()) return sharing::vmm;
-  if (asked && *asked == "vmm") throw error(errc::invalid_argument, "WEFT_CUDA_IPC=vmm, but " + missing);
+  if (asked && *asked == "vmm")
+    throw error(errc::invalid_argument, "WEFT_CUDA_IPC=vmm, but " + missing);
   return sharing::legacy;
 }
 
@@ -186,7 +199,8 @@ class device_mapping {
   std::size_t size() const { return size_; }  // bytes mapped
 
  protected:
-  device_mapping(int device, sharing way, bool imported) : device_(device), way_(way), imported_(imported) {}
+  device_mapping(int device, sharing way, bool imported)
+      : device_(device), way_(way), imported_(imported) {}
   ~device_mapping() { free(); }
   device_mapping(device_mapping&& other) noexcept { take(other); }
   device_mapping& operator=(device_mapping&& other) noexcept {
@@ -235,8 +249,10 @@ class device_mapping {
 class shareable_allocation : public detail::device_mapping {
  public:
   // At least `bytes` of `device`'s memory, shared the way sharing_for(device) says (or `way`).
-  shareable_allocation(int device, std::size_t bytes) : shareable_allocation(device, bytes, sharing_for(device)) {}
-  shareable_allocation(int device, std::size_t bytes, sharing way) : device_mapping(device, way, false) {
+  shareable_allocation(int device, std::size_t bytes)
+      : shareable_allocation(device, bytes, sharing_for(device)) {}
+  shareable_allocation(int device, std::size_t bytes, sharing way)
+      : device_mapping(device, way, false) {
     const std::string what = std::to_string(bytes) + " bytes of device " + std::to_string(device);
     const detail::context_scope on(device);
     if (way_ == sharing::legacy) {
@@ -250,12 +266,14 @@ class shareable_allocation : public detail::device_mapping {
     const CUdevice handle = detail::driver_device(driver, device);
     const CUmemAllocationProp properties = detail::exportable_properties(handle);
     std::size_t granularity = 0;
-    detail::check_driver(driver.granularity(&granularity, &properties, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-                         "cuMemGetAllocationGranularity on device " + std::to_string(device));
+    detail::check_driver(
+        driver.granularity(&granularity, &properties, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        "cuMemGetAllocationGranularity on device " + std::to_string(device));
     size_ = std::max<std::size_t>(1, (bytes + granularity - 1) / granularity) * granularity;
     detail::check_driver(driver.create(&handle_, size_, &properties, 0), "cuMemCreate of " + what);
     try {
-      address_ = reinterpret_cast<std::byte*>(detail::map_on(driver, handle_, size_, granularity, handle, what));
+      address_ = reinterpret_cast<std::byte*>(
+          detail::map_on(driver, handle_, size_, granularity, handle, what));
     } catch (...) {
       static_cast<void>(driver.release(handle_));
       throw;
@@ -266,18 +284,23 @@ class shareable_allocation : public detail::device_mapping {
 
   // vmm: a new file descriptor for the memory, the caller's to pass on and close.
   int export_descriptor() const {
-    if (way_ != sharing::vmm) throw error(errc::invalid_argument, "a legacy allocation has no descriptor: use ipc_handle()");
+    if (way_ != sharing::vmm)
+      throw error(errc::invalid_argument,
+                  "a legacy allocation has no descriptor: use ipc_handle()");
     int descriptor = -1;
-    detail::check_driver(detail::vmm_driver::get().export_handle(&descriptor, handle_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+    detail::check_driver(detail::vmm_driver::get().export_handle(
+                             &descriptor, handle_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
                          "cuMemExportToShareableHandle on device " + std::to_string(device_));
     return descriptor;
   }
   // legacy: the handle a peer opens.
   cudaIpcMemHandle_t ipc_handle() const {
-    if (way_ != sharing::legacy) throw error(errc::invalid_argument, "a vmm allocation is shared by export_descriptor()");
+    if (way_ != sharing::legacy)
+      throw error(errc::invalid_argument, "a vmm allocation is shared by export_descriptor()");
     const device_scope on(device_);
     cudaIpcMemHandle_t handle{};
-    check(cudaIpcGetMemHandle(&handle, address_), "cudaIpcGetMemHandle on device " + std::to_string(device_));
+    check(cudaIpcGetMemHandle(&handle, address_),
+          "cudaIpcGetMemHandle on device " + std::to_string(device_));
     return handle;
   }
 };
@@ -287,9 +310,11 @@ class imported_allocation : public detail::device_mapping {
  public:
   // vmm: from the descriptor the exporter handed over (this object closes it) and the size it
   // said (shareable_allocation::size()).
-  imported_allocation(int device, int descriptor, std::size_t bytes) : device_mapping(device, sharing::vmm, true) {
+  imported_allocation(int device, int descriptor, std::size_t bytes)
+      : device_mapping(device, sharing::vmm, true) {
     size_ = bytes;
-    const std::string what = "a peer's " + std::to_string(bytes) + " bytes on device " + std::to_string(device);
+    const std::string what =
+        "a peer's " + std::to_string(bytes) + " bytes on device " + std::to_string(device);
     std::optional<detail::context_scope> on;
     const detail::vmm_driver* found = nullptr;
     try {
@@ -300,17 +325,20 @@ class imported_allocation : public detail::device_mapping {
       throw;
     }
     const detail::vmm_driver& driver = *found;
-    const CUresult imported = driver.import_handle(&handle_, reinterpret_cast<void*>(static_cast<std::intptr_t>(descriptor)),
-                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    const CUresult imported = driver.import_handle(
+        &handle_, reinterpret_cast<void*>(static_cast<std::intptr_t>(descriptor)),
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     ::close(descriptor);  // the imported handle holds the memory now
     detail::check_driver(imported, "cuMemImportFromShareableHandle of " + what);
     try {
       const CUdevice handle = detail::driver_device(driver, device);
       const CUmemAllocationProp properties = detail::exportable_properties(handle);
       std::size_t granularity = 0;
-      detail::check_driver(driver.granularity(&granularity, &properties, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                           "cuMemGetAllocationGranularity on device " + std::to_string(device));
-      address_ = reinterpret_cast<std::byte*>(detail::map_on(driver, handle_, size_, granularity, handle, what));
+      detail::check_driver(
+          driver.granularity(&granularity, &properties, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+          "cuMemGetAllocationGranularity on device " + std::to_string(device));
+      address_ = reinterpret_cast<std::byte*>(
+          detail::map_on(driver, handle_, size_, granularity, handle, what));
     } catch (...) {
       static_cast<void>(driver.release(handle_));
       throw;
@@ -323,7 +351,8 @@ class imported_allocation : public detail::device_mapping {
     const detail::context_scope on(device);
     void* pointer = nullptr;
     check(cudaIpcOpenMemHandle(&pointer, handle, cudaIpcMemLazyEnablePeerAccess),
-          "cudaIpcOpenMemHandle of a peer's " + std::to_string(bytes) + " bytes on device " + std::to_string(device));
+          "cudaIpcOpenMemHandle of a peer's " + std::to_string(bytes) + " bytes on device " +
+              std::to_string(device));
     address_ = static_cast<std::byte*>(pointer);
   }
   imported_allocation(imported_allocation&&) noexcept = default;

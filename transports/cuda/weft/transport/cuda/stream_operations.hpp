@@ -27,7 +27,8 @@ class stream_operations {
 
   // Enqueues "wait until (int32_t)(*flag - value) >= 0" on `stream`.
   void wait(cudaStream_t stream, const std::uint32_t* flag, std::uint32_t value) const {
-    check_driver(wait_(stream, address(flag), value, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+    check_driver(wait_(stream, address(flag), value, CU_STREAM_WAIT_VALUE_GEQ),
+                 "cuStreamWaitValue32");
   }
   // Enqueues every wait of `waits` on `stream` in one call (cuStreamBatchMemOp), in order.
   void wait_all(cudaStream_t stream, std::span<const weft::stream::flag_wait> waits) const {
@@ -47,13 +48,15 @@ class stream_operations {
   }
   // Enqueues "*flag = value" on `stream`, after the work before it is visible.
   void write(cudaStream_t stream, std::uint32_t* flag, std::uint32_t value) const {
-    check_driver(write_(stream, address(flag), value, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    check_driver(write_(stream, address(flag), value, CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue32");
   }
 
  private:
   using wait_function = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   using write_function = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-  using batch_function = CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned int);
+  using batch_function = CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*,
+                                      unsigned int);
   static constexpr unsigned abi_version = 11070;  // the _v2 stream memory operations
 
   stream_operations() {

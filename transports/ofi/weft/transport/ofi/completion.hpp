@@ -56,8 +56,7 @@ inline bool engine::progress() {
 
 inline void engine::complete(piece* p, const fi_cq_tagged_entry* entry) {
   operation* op = p->owner;
-  if (entry != nullptr && !op->is_send && entry->len != p->size &&
-      op->state != status::failed) {
+  if (entry != nullptr && !op->is_send && entry->len != p->size && op->state != status::failed) {
     fail(op, errc::mismatch, size_mismatch(op->size, entry->len, op->tag));
   }
   if (++op->completed < op->pieces.size()) return;
@@ -114,9 +113,11 @@ inline void engine::fail(operation* op, errc code, const std::string& why, int c
 }
 
 inline std::string engine::lost_message(const operation* op, int lost) const {
-  const std::string what = who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
-                           std::to_string(op->peer);
-  if (lost == rank_) return what + ": the other ranks count this rank as lost (" + failures_->why() + ")";
+  const std::string what =
+      who() + (op->is_send ? " could not send to rank " : " could not receive from rank ") +
+      std::to_string(op->peer);
+  if (lost == rank_)
+    return what + ": the other ranks count this rank as lost (" + failures_->why() + ")";
   return what + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")";
 }
 

@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -69,7 +69,8 @@ class engine : public weft::detail::retiring<engine> {
   host_memory& memory() { return memory_; }
   const fi_info& info() const { return *info_; }
   std::string provider_name() const {
-    return info_ && info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : settings_.provider;
+    return info_ && info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name
+                                                  : settings_.provider;
   }
   std::size_t max_message() const { return max_message_; }
   bool registers_memory() const { return registrations_.needed(); }
@@ -109,7 +110,8 @@ class engine : public weft::detail::retiring<engine> {
       progress();
       if (op->state == status::posted) fail_gone(op);
     }
-    if (lost >= 0 && op->state == status::posted) fail(op, errc::peer_lost, lost_message(op, lost), lost);
+    if (lost >= 0 && op->state == status::posted)
+      fail(op, errc::peer_lost, lost_message(op, lost), lost);
     if (op->state == status::done) return true;
     if (op->state == status::failed) throw error(op->code, op->failure, op->culprit);
     return false;
@@ -143,7 +145,8 @@ class engine : public weft::detail::retiring<engine> {
   void poll() {
     progress();
     if (const int lost = job_lost(); lost >= 0) {
-      throw error(errc::peer_lost, who() + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")",
+      throw error(errc::peer_lost,
+                  who() + ": rank " + std::to_string(lost) + " is lost (" + failures_->why() + ")",
                   lost);
     }
   }
@@ -192,8 +195,8 @@ class engine : public weft::detail::retiring<engine> {
     }
     op->orphan = true;
     // A receive's cancellation usually completes at once; a send is not waited for.
-    const auto limit =
-        deadline_clock::now() + (op->is_send ? std::chrono::milliseconds(0) : std::chrono::seconds(2));
+    const auto limit = deadline_clock::now() +
+                       (op->is_send ? std::chrono::milliseconds(0) : std::chrono::seconds(2));
     progress();
     while (op->orphan && op->state != status::idle && deadline_clock::now() < limit) {
       if (op->completed == op->pieces.size()) break;
@@ -273,7 +276,8 @@ class engine : public weft::detail::retiring<engine> {
   int await_job_notice() const {
     if (!failures_ || !failures_->active()) return -1;
     const auto until = deadline_clock::now() + std::chrono::milliseconds(500);
-    while (failures_->lost() < 0 && deadline_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (failures_->lost() < 0 && deadline_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return failures_->lost();
   }
   std::string gone_message(const operation* op) const;
@@ -315,13 +319,13 @@ class engine : public weft::detail::retiring<engine> {
   std::size_t in_flight_ = 0;  // operations the fabric still holds
   bool ready_ = false;         // every peer's address is in the address vector
   bool peer_failed_ = false;   // an operation failed or the communicator gave up on a peer
-  bool broken_ = false;        // the endpoint was closed to take back a buffer: nothing works anymore
+  bool broken_ = false;  // the endpoint was closed to take back a buffer: nothing works anymore
   std::string broken_reason_;
-  std::vector<std::string> peer_names_;  // each rank's endpoint name, as published
-  bool closed_ = false;        // close() has run
+  std::vector<std::string> peer_names_;                 // each rank's endpoint name, as published
+  bool closed_ = false;                                 // close() has run
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's failure notice
-  call_tracker calls_;                   // calls into the provider, for the watcher
-  std::unique_ptr<peer_watch> watch_;    // peer processes on this host
+  call_tracker calls_;                                  // calls into the provider, for the watcher
+  std::unique_ptr<peer_watch> watch_;                   // peer processes on this host
   // peek's one request in the provider: its context, and what its completion said.
   enum class peek_state { idle, posted, found, none };
   piece peek_piece_;

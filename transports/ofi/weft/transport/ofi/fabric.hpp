@@ -91,10 +91,12 @@ inline published_address read_address(std::string_view value) {
 inline engine::engine(int rank, int size, bootstrap::store* meeting, const config& settings)
     : rank_(rank), size_(size), settings_(settings) {
   if (size < 1 || rank < 0 || rank >= size) {
-    throw error(errc::invalid_argument, "ofi transport: rank " + std::to_string(rank) + " of " + std::to_string(size));
+    throw error(errc::invalid_argument,
+                "ofi transport: rank " + std::to_string(rank) + " of " + std::to_string(size));
   }
   if (size > 1 && meeting == nullptr) {
-    throw error(errc::invalid_argument, "ofi transport: " + std::to_string(size) + " ranks need a bootstrap store");
+    throw error(errc::invalid_argument,
+                "ofi transport: " + std::to_string(size) + " ranks need a bootstrap store");
   }
   try {
     open();
@@ -177,12 +179,11 @@ inline void engine::open() {
   fi_freeinfo(hints);
   if (found != 0 || info_ == nullptr) {
     info_ = nullptr;
-    throw error(
-        errc::transport,
-        who() + ": no libfabric provider '" +
-            (settings_.provider.empty() ? std::string("(any)") : settings_.provider) +
-            "' offers reliable tagged messages here (fi_getinfo: " + text_of(found) +
-            "); `fi_info -t FI_EP_RDM -c FI_TAGGED` lists what this machine has");
+    throw error(errc::transport,
+                who() + ": no libfabric provider '" +
+                    (settings_.provider.empty() ? std::string("(any)") : settings_.provider) +
+                    "' offers reliable tagged messages here (fi_getinfo: " + text_of(found) +
+                    "); `fi_info -t FI_EP_RDM -c FI_TAGGED` lists what this machine has");
   }
   max_message_ = static_cast<std::size_t>(
       std::min<std::uint64_t>(info_->ep_attr->max_msg_size, std::uint64_t{1} << 40));
@@ -193,7 +194,8 @@ inline void engine::open() {
     tag_mask_ = ~std::uint64_t{0} >> std::countl_zero(format);
   // FI_PEEK where the provider is known to keep its promise: rxm's own queue of early messages.
   // (libfabric 1.17's shm provider takes a peek for a plain receive and later faults.)
-  can_peek_ = std::string_view(info_->fabric_attr->prov_name).find("ofi_rxm") != std::string_view::npos;
+  can_peek_ =
+      std::string_view(info_->fabric_attr->prov_name).find("ofi_rxm") != std::string_view::npos;
 
   check("fi_fabric", fi_fabric(info_->fabric_attr, &fabric_, nullptr));
   check("fi_domain", fi_domain(fabric_, info_, &domain_, nullptr));
@@ -232,8 +234,8 @@ inline fi_addr_t engine::own_address_entry() {
   const std::string name = endpoint_name();
   fi_addr_t address = FI_ADDR_UNSPEC;
   if (fi_av_insert(av_, name.data(), 1, &address, 0, nullptr) != 1) {
-    throw error(errc::transport, who() + ": fi_av_insert of its own address failed on '" +
-                                     provider_name() + "'");
+    throw error(errc::transport,
+                who() + ": fi_av_insert of its own address failed on '" + provider_name() + "'");
   }
   return address;
 }
@@ -280,32 +282,32 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
   const std::string key = settings_.prefix + "/ofi/";
   const std::string own_process = process_identity();
   bootstrap::claim_rank(meeting, settings_.prefix + "/ofi-rank/" + std::to_string(rank_), rank_);
-  meeting.set(key + std::to_string(rank_), publish_address(size_, provider_name(), endpoint_name(), own_process));
+  meeting.set(key + std::to_string(rank_),
+              publish_address(size_, provider_name(), endpoint_name(), own_process));
   addresses_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);
   peer_names_.assign(static_cast<std::size_t>(size_), std::string());
   std::vector<peer_watch::peer> neighbours;
   for (int peer = 0; peer < size_; ++peer) {
     const auto value = meeting.get(key + std::to_string(peer), deadline);
     if (!value) {
-      throw error(
-          errc::timeout,
-          who() + " timed out after " + std::to_string(settings_.connect_timeout.count()) +
-              " ms at start-up waiting for rank " + std::to_string(peer) +
-              " to publish its fabric address in the " + meeting.describe() + ": rank " +
-              std::to_string(peer) + " has not started, or failed to open its endpoint");
+      throw error(errc::timeout,
+                  who() + " timed out after " + std::to_string(settings_.connect_timeout.count()) +
+                      " ms at start-up waiting for rank " + std::to_string(peer) +
+                      " to publish its fabric address in the " + meeting.describe() + ": rank " +
+                      std::to_string(peer) + " has not started, or failed to open its endpoint");
     }
     const published_address address = read_address(*value);
     if (address.size != std::to_string(size_)) {
-      const std::string why =
-          weft::detail::sizes_differ(who(), std::to_string(size_), "rank " + std::to_string(peer), address.size);
+      const std::string why = weft::detail::sizes_differ(
+          who(), std::to_string(size_), "rank " + std::to_string(peer), address.size);
       if (failures_) failures_->report(peer, why);  // the job cannot start: every rank hears why
       throw error(errc::mismatch, who() + " could not start: " + why);
     }
     if (address.provider != provider_name()) {
-      throw error(errc::invalid_argument,
-                  who() + " runs provider '" + provider_name() + "' but rank " +
-                      std::to_string(peer) + " runs '" + address.provider +
-                      "': set the same WEFT_OFI_PROVIDER on every rank");
+      throw error(errc::invalid_argument, who() + " runs provider '" + provider_name() +
+                                              "' but rank " + std::to_string(peer) + " runs '" +
+                                              address.provider +
+                                              "': set the same WEFT_OFI_PROVIDER on every rank");
     }
     const std::string& name = address.name;
     if (!address.process.empty() && peer != rank_) {
@@ -318,8 +320,7 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
     if (fi_av_insert(av_, name.data(), 1, &addresses_[static_cast<std::size_t>(peer)], 0,
                      nullptr) != 1) {
       throw error(errc::transport, who() + ": fi_av_insert of rank " + std::to_string(peer) +
-                                       "'s address failed on provider '" + provider_name() +
-                                       "'");
+                                       "'s address failed on provider '" + provider_name() + "'");
     }
   }
   ready_ = true;
@@ -328,8 +329,7 @@ inline void engine::exchange_addresses(bootstrap::store& meeting) {
     watch_ = std::make_unique<peer_watch>(
         size_, neighbours,
         [this, shared_regions](int peer, pid_t pid) {
-          if (shared_regions)
-            retire_shm_region(peer_names_[static_cast<std::size_t>(peer)], pid);
+          if (shared_regions) retire_shm_region(peer_names_[static_cast<std::size_t>(peer)], pid);
         },
         calls_, who(), stuck_limit);
   }

@@ -52,7 +52,7 @@ struct operation {
   bool cancelling = false;
   errc code = errc::transport;
   std::string failure;
-  int culprit = -1;  // a failure's lost rank, -1 when none
+  int culprit = -1;              // a failure's lost rank, -1 when none
   operation* partner = nullptr;  // self-sends: the matching operation
 };
 

@@ -46,7 +46,8 @@ namespace weft::ofi::detail {
 // This process as its peers see it: "<boot id>/<pid namespace>/<pid>"; the first two are empty
 // where /proc does not say, and then nobody watches it.
 inline std::string process_identity() {
-  return weft::detail::boot_id() + "/" + weft::detail::namespace_of("pid") + "/" + std::to_string(::getpid());
+  return weft::detail::boot_id() + "/" + weft::detail::namespace_of("pid") + "/" +
+         std::to_string(::getpid());
 }
 
 // The pid in `identity` when it names a process this one can watch (same boot, same PID
@@ -67,7 +68,8 @@ inline pid_t watchable_pid(const std::string& identity, const std::string& own) 
 // Whether process `pid` (on this host) has exited, reaped by its parent or not yet (a zombie
 // still answers kill(2), its pidfd does not), waiting up to `patience` for it: a process closes
 // its descriptors (so its peers hear it went) a moment before it has ended.
-inline bool process_ended(pid_t pid, std::chrono::milliseconds patience = std::chrono::milliseconds(0)) {
+inline bool process_ended(pid_t pid,
+                          std::chrono::milliseconds patience = std::chrono::milliseconds(0)) {
 #ifdef SYS_pidfd_open
   const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (fd >= 0) {
@@ -234,22 +236,24 @@ class peer_watch {
       const auto stuck = now - unchanged_since;
       if (stuck >= std::chrono::seconds(5) && !reported) {
         reported = true;
-        std::fprintf(stderr,
-                     "weft: %s: a call into libfabric has not returned for %lld s since the process "
-                     "of rank %d (pid %d) on this host ended; the provider waits on a lock the dead "
-                     "process held and cannot be freed from outside\n",
-                     who_.c_str(),
-                     static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()),
-                     first_gone_.rank, static_cast<int>(first_gone_.pid));
+        std::fprintf(
+            stderr,
+            "weft: %s: a call into libfabric has not returned for %lld s since the process "
+            "of rank %d (pid %d) on this host ended; the provider waits on a lock the dead "
+            "process held and cannot be freed from outside\n",
+            who_.c_str(),
+            static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()),
+            first_gone_.rank, static_cast<int>(first_gone_.pid));
       }
       if (stuck >= stuck_limit_) {
-        std::fprintf(stderr,
-                     "weft: %s: ending the process: a call into libfabric has been stuck for "
-                     "%lld s on a lock held by the process of rank %d (pid %d), which died: the job "
-                     "lost rank %d\n",
-                     who_.c_str(),
-                     static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()),
-                     first_gone_.rank, static_cast<int>(first_gone_.pid), first_gone_.rank);
+        std::fprintf(
+            stderr,
+            "weft: %s: ending the process: a call into libfabric has been stuck for "
+            "%lld s on a lock held by the process of rank %d (pid %d), which died: the job "
+            "lost rank %d\n",
+            who_.c_str(),
+            static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(stuck).count()),
+            first_gone_.rank, static_cast<int>(first_gone_.pid), first_gone_.rank);
         std::abort();
       }
     }

@@ -26,7 +26,8 @@
 
 namespace weft::ofi::detail {
 
-inline operation* engine::post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag) {
+inline operation* engine::post(bool is_send, int peer, std::byte* data, std::size_t size,
+                               tag_t tag) {
   weft::detail::check_peer(rank_, size_, peer, is_send ? "send to" : "receive from");
   auto* op = pool_.acquire();
   op->is_send = is_send;
@@ -69,8 +70,8 @@ inline operation* engine::post(bool is_send, int peer, std::byte* data, std::siz
 
 inline std::optional<tag_t> engine::peek(int peer, tag_t tag, tag_t ignore) {
   // (a provider that keeps upper tag bits folds them into the lower ones: no mask survives that)
-  if (!can_peek_ || ep_ == nullptr || broken_ || peer == rank_ || peer < 0 || peer >= size_ || peer_gone(peer) ||
-      tag_mask_ != ~std::uint64_t{0} || peek_state_ == peek_state::posted) {
+  if (!can_peek_ || ep_ == nullptr || broken_ || peer == rank_ || peer < 0 || peer >= size_ ||
+      peer_gone(peer) || tag_mask_ != ~std::uint64_t{0} || peek_state_ == peek_state::posted) {
     return std::nullopt;
   }
   fi_msg_tagged message{};
@@ -84,7 +85,7 @@ inline std::optional<tag_t> engine::peek(int peer, tag_t tag, tag_t ignore) {
     code = fi_trecvmsg(ep_, &message, FI_PEEK);
   }
   if (code == -FI_EAGAIN) return std::nullopt;  // the provider is busy: look next time
-  if (code != 0) {                               // it cannot peek: the communicator waits as before
+  if (code != 0) {                              // it cannot peek: the communicator waits as before
     can_peek_ = false;
     return std::nullopt;
   }

@@ -43,8 +43,8 @@ class registration_cache {
   // Starts registering in `domain` (bound to `endpoint` where the provider's mr_mode asks for
   // it) when the provider needs registered memory or `always` says so. `who` (this rank) and
   // `provider` are named in errors.
-  void open(fid_domain* domain, fid_ep* endpoint, std::uint64_t mr_mode, bool always, std::string who,
-            std::string provider) {
+  void open(fid_domain* domain, fid_ep* endpoint, std::uint64_t mr_mode, bool always,
+            std::string who, std::string provider) {
     domain_ = domain;
     endpoint_ = endpoint;
     needed_ = (mr_mode & FI_MR_LOCAL) != 0 || always;
@@ -79,7 +79,8 @@ class registration_cache {
     entry->begin = begin;
     entry->end = end;
     const std::uint64_t key = provider_keys_ ? 0 : next_key_++;
-    check("fi_mr_reg", fi_mr_reg(domain_, data, size, FI_SEND | FI_RECV, 0, key, 0, &entry->mr, nullptr));
+    check("fi_mr_reg",
+          fi_mr_reg(domain_, data, size, FI_SEND | FI_RECV, 0, key, 0, &entry->mr, nullptr));
     if (bind_to_endpoint_) {
       check("fi_mr_bind", fi_mr_bind(entry->mr, &endpoint_->fid, 0));
       check("fi_mr_enable", fi_mr_enable(entry->mr));
@@ -132,7 +133,8 @@ class registration_cache {
   void evict_one() {
     auto oldest = entries_.end();
     for (auto i = entries_.begin(); i != entries_.end(); ++i) {
-      if (i->second->users == 0 && (oldest == entries_.end() || i->second->last_use < oldest->second->last_use))
+      if (i->second->users == 0 &&
+          (oldest == entries_.end() || i->second->last_use < oldest->second->last_use))
         oldest = i;
     }
     if (oldest != entries_.end()) {
@@ -143,7 +145,8 @@ class registration_cache {
 
   void check(const char* what, int code) const {
     if (code != 0) {
-      throw error(errc::transport, who_ + ": " + what + " failed on provider '" + provider_ + "': " + text_of(code));
+      throw error(errc::transport,
+                  who_ + ": " + what + " failed on provider '" + provider_ + "': " + text_of(code));
     }
   }
 

@@ -11,9 +11,9 @@
 // instead: one slot says where it is, the receiver copies or combines it straight from the pool,
 // and the send completes when the receiver gives it back. A lent send dropped before that is
 // withdrawn: the receiver, which checks after reading, fails its receive rather than keep bytes
-// the caller may have changed. Progress is made by whichever call waits or tests: it polls, then sleeps on the
-// rank's doorbell (a futex in its region) that every peer rings after it publishes or frees a
-// slot, so more ranks than cores still progress and no thread is needed.
+// the caller may have changed. Progress is made by whichever call waits or tests: it polls, then
+// sleeps on the rank's doorbell (a futex in its region) that every peer rings after it publishes or
+// frees a slot, so more ranks than cores still progress and no thread is needed.
 #pragma once
 
 #include "weft/bootstrap/failure_watch.hpp"
@@ -52,9 +52,9 @@ struct operation {
   tag_t tag = 0;
   std::byte* data = nullptr;  // the send's source or the receive's target
   std::size_t size = 0;
-  std::size_t moved = 0;  // bytes published (send) or received (receive)
-  const std::byte* own = nullptr;                      // recv_reduce: this rank's operand
-  const weft::detail::reducer* combine = nullptr;      // recv_reduce: how to combine
+  std::size_t moved = 0;                           // bytes published (send) or received (receive)
+  const std::byte* own = nullptr;                  // recv_reduce: this rank's operand
+  const weft::detail::reducer* combine = nullptr;  // recv_reduce: how to combine
   std::vector<std::byte> kept;  // a send dropped part-way: the bytes it had yet to publish
   std::size_t kept_from = 0;    // where `kept` starts in the message
   std::uint64_t loan = 0;       // a send lent by reference: the loan's number (0: copied)
@@ -80,22 +80,22 @@ struct early_message {
 
 // What this rank keeps per peer.
 struct peer_state {
-  std::byte* region = nullptr;        // the peer's region (this rank's own for itself)
-  peer_link link;                     // its mapping and process (none for this rank)
-  std::deque<operation*> sends;       // in order; the front one is streaming
-  std::uint64_t published = 0;        // slots this rank published in its FIFO at the peer
-  std::uint64_t consumed = 0;         // of them, how many the peer had consumed when last seen
-  std::uint64_t loans = 0;            // messages this rank lent the peer
-  std::deque<operation*> receives;    // posted, not yet matched, in order
-  std::list<early_message> early;     // arrived before their receive, in order
-  operation* incoming = nullptr;      // the receive the message now arriving goes to
+  std::byte* region = nullptr;      // the peer's region (this rank's own for itself)
+  peer_link link;                   // its mapping and process (none for this rank)
+  std::deque<operation*> sends;     // in order; the front one is streaming
+  std::uint64_t published = 0;      // slots this rank published in its FIFO at the peer
+  std::uint64_t consumed = 0;       // of them, how many the peer had consumed when last seen
+  std::uint64_t loans = 0;          // messages this rank lent the peer
+  std::deque<operation*> receives;  // posted, not yet matched, in order
+  std::list<early_message> early;   // arrived before their receive, in order
+  operation* incoming = nullptr;    // the receive the message now arriving goes to
   std::list<early_message>::iterator incoming_early;  // or the early message it fills
-  bool arriving = false;              // a message's pieces are arriving
-  bool to_early = false;              // ... into incoming_early
-  std::size_t incoming_left = 0;      // pieces' bytes still to come of the message now arriving
-  bool discarding = false;            // the message now arriving has no taker (a receive dropped)
-  bool ended = false;                 // its process ended (pidfd)
-  bool closed = false;                // it closed its transport in order
+  bool arriving = false;                              // a message's pieces are arriving
+  bool to_early = false;                              // ... into incoming_early
+  std::size_t incoming_left = 0;  // pieces' bytes still to come of the message now arriving
+  bool discarding = false;        // the message now arriving has no taker (a receive dropped)
+  bool ended = false;             // its process ended (pidfd)
+  bool closed = false;            // it closed its transport in order
 };
 
 class engine : public weft::detail::retiring<engine> {
@@ -131,7 +131,8 @@ class engine : public weft::detail::retiring<engine> {
   operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
                   const std::byte* own = nullptr, const weft::detail::reducer* combine = nullptr);
   operation* post_request(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
-                          const std::byte* own = nullptr, const weft::detail::reducer* combine = nullptr) {
+                          const std::byte* own = nullptr,
+                          const weft::detail::reducer* combine = nullptr) {
     operation* op = post(is_send, peer, data, size, tag, own, combine);
     hand_out();
     return op;
@@ -149,7 +150,8 @@ class engine : public weft::detail::retiring<engine> {
       }
       if (++polls % 256 == 0) watch_peers();
       if (now - idle_since < spin_) {
-        std::this_thread::yield();  // a rank with nothing to do lets a crowded core's other rank run
+        // A rank with nothing to do lets a crowded core's other rank run.
+        std::this_thread::yield();
         continue;
       }
       sleep_until_rung(std::min(deadline, now + std::chrono::milliseconds(10)), op);
@@ -168,7 +170,9 @@ class engine : public weft::detail::retiring<engine> {
     progress();
     const int lost = failures_ ? failures_->lost() : -1;
     if (lost >= 0) {
-      throw error(errc::peer_lost, who() + ": rank " + name(lost) + " is lost (" + failures_->why() + ")", job_rank(lost));
+      throw error(errc::peer_lost,
+                  who() + ": rank " + name(lost) + " is lost (" + failures_->why() + ")",
+                  job_rank(lost));
     }
   }
 
@@ -181,7 +185,8 @@ class engine : public weft::detail::retiring<engine> {
   void report_lost(int culprit, std::string_view reason) {
     if (failures_) failures_->report(culprit, reason);
     // (the peers that see this rank close before the notice reaches them read it in its region)
-    if (culprit >= 0 && culprit < size_ && culprit != rank_ && first_lost_ < 0) first_lost_ = culprit;
+    if (culprit >= 0 && culprit < size_ && culprit != rank_ && first_lost_ < 0)
+      first_lost_ = culprit;
     if (told_reason_.empty()) told_reason_ = std::string(reason);
   }
 
@@ -198,8 +203,8 @@ class engine : public weft::detail::retiring<engine> {
   bool drain(int peer);
   void take_piece(int peer, const slot_header& piece, const std::byte* payload);
   void take_loan(int peer, const slot_header& piece);
-  std::string read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target, const std::byte* own,
-                        const weft::detail::reducer* combine, errc& code);
+  std::string read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target,
+                        const std::byte* own, const weft::detail::reducer* combine, errc& code);
   operation* match(int peer, tag_t tag, std::size_t total, bool& posted);
   void withdraw(operation* op);
   void deliver_early(operation* op, early_message& message);
@@ -247,17 +252,18 @@ class engine : public weft::detail::retiring<engine> {
   int size_;
   config settings_;
   layout shape_;
-  mapping own_;                      // this rank's region
-  std::unique_ptr<pool> buffers_;    // its pool's allocations
+  mapping own_;                    // this rank's region
+  std::unique_ptr<pool> buffers_;  // its pool's allocations
   pool_memory memory_;
-  std::vector<peer_state> peers_;    // by rank, this rank's own included
+  std::vector<peer_state> peers_;  // by rank, this rank's own included
   weft::detail::operation_pool<operation> pool_;
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's notice, through the store
   weft::detail::owning_process owner_;
   std::chrono::microseconds spin_{0};  // settings_.spin, or less on a crowded host
   int readable_peers_ = 0;
   std::string told_reason_;  // what this rank told the job when it reported first_lost_
-  int first_lost_ = -1;  // the first rank an operation here failed for as lost; told to peers at close
+  int first_lost_ =
+      -1;  // the first rank an operation here failed for as lost; told to peers at close
   bool closed_ = false;
 };
 

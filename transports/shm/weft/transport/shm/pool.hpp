@@ -38,7 +38,9 @@ class pool {
     return base_ != nullptr && pointer >= base_ && bytes <= bytes_ &&
            static_cast<std::size_t>(pointer - base_) <= bytes_ - bytes;
   }
-  std::size_t offset_of(const std::byte* pointer) const { return static_cast<std::size_t>(pointer - base_); }
+  std::size_t offset_of(const std::byte* pointer) const {
+    return static_cast<std::size_t>(pointer - base_);
+  }
 
   // nullptr when no free run is long enough.
   std::byte* take(std::size_t bytes) {
@@ -77,7 +79,9 @@ class pool {
 
  private:
   static constexpr std::size_t unit = 64;
-  static std::size_t rounded(std::size_t bytes) { return bytes == 0 ? unit : (bytes + unit - 1) / unit * unit; }
+  static std::size_t rounded(std::size_t bytes) {
+    return bytes == 0 ? unit : (bytes + unit - 1) / unit * unit;
+  }
 
   std::byte* base_;
   std::size_t bytes_;

@@ -52,7 +52,8 @@ inline operation* engine::post(bool is_send, int peer, std::byte* data, std::siz
   for (auto message = state.early.begin(); message != state.early.end(); ++message) {
     if (message->tag != tag || message->claimed != nullptr) continue;
     op->matched = true;
-    if (message->received < message->total || (state.arriving && state.to_early && state.incoming_early == message)) {
+    if (message->received < message->total ||
+        (state.arriving && state.to_early && state.incoming_early == message)) {
       message->claimed = op;  // the rest is still arriving
     } else {
       deliver_early(op, *message);
@@ -85,7 +86,8 @@ inline bool engine::push(int peer) {
     if (counters->given_back.load(std::memory_order_acquire) < lent) return false;
     operation* op = state.sends.front();
     taken_over(op->data);
-    if (counters->declined.load(std::memory_order_relaxed) == lent) {  // unread: through the slots instead
+    if (counters->declined.load(std::memory_order_relaxed) ==
+        lent) {  // unread: through the slots instead
       op->loan = 0;
       op->moved = 0;
       op->declined = true;
@@ -98,7 +100,8 @@ inline bool engine::push(int peer) {
   const fifo out = fifo_in(state.region, shape_, rank_);
   // Room for one more slot; the peer's tail is read only when the FIFO is full as last seen.
   const auto room = [&] {
-    if (state.published - state.consumed >= out.count) state.consumed = out.tail->value.load(std::memory_order_acquire);
+    if (state.published - state.consumed >= out.count)
+      state.consumed = out.tail->value.load(std::memory_order_acquire);
     return state.published - state.consumed < out.count;
   };
   while (!state.sends.empty() && room()) {
@@ -106,12 +109,16 @@ inline bool engine::push(int peer) {
     slot_header* piece = out.header(state.published);
     piece->tag = op->tag;
     piece->total = op->size;
-    const bool whole = op->moved == 0 && op->kept.empty() && op->size > inline_bytes && !op->declined;
-    const bool pooled = whole && op->size >= settings_.lend_bytes && memory_.in_pool(op->data, op->size);
-    if (pooled || (whole && settings_.cma_bytes != 0 && op->size >= settings_.cma_bytes &&
-                   lent_to(own_.base(), shape_, peer)->reads_memory.load(std::memory_order_acquire) != 0)) {
-      const loan lent{pooled ? buffers_->offset_of(op->data) : reinterpret_cast<std::uintptr_t>(op->data),
-                      ++state.loans, pooled ? 1u : 0u};
+    const bool whole =
+        op->moved == 0 && op->kept.empty() && op->size > inline_bytes && !op->declined;
+    const bool pooled =
+        whole && op->size >= settings_.lend_bytes && memory_.in_pool(op->data, op->size);
+    if (pooled ||
+        (whole && settings_.cma_bytes != 0 && op->size >= settings_.cma_bytes &&
+         lent_to(own_.base(), shape_, peer)->reads_memory.load(std::memory_order_acquire) != 0)) {
+      const loan lent{
+          pooled ? buffers_->offset_of(op->data) : reinterpret_cast<std::uintptr_t>(op->data),
+          ++state.loans, pooled ? 1u : 0u};
       piece->offset = lent_piece;
       piece->bytes = op->size;
       std::memcpy(piece->inline_payload, &lent, sizeof lent);
@@ -147,13 +154,14 @@ inline bool engine::drain(int peer) {
   const fifo in = fifo_in(own_.base(), shape_, peer);
   std::uint64_t tail = in.tail->value.load(std::memory_order_relaxed);  // only this rank raises it
   bool any = false;
-  for (slot_header* piece = in.header(tail); piece->sequence.load(std::memory_order_acquire) == tail + 1;
-       piece = in.header(tail)) {
+  for (slot_header* piece = in.header(tail);
+       piece->sequence.load(std::memory_order_acquire) == tail + 1; piece = in.header(tail)) {
     take_piece(peer, *piece, in.payload(tail, piece->bytes));
     in.tail->value.store(++tail, std::memory_order_release);
     any = true;
   }
-  if (any && peer != rank_) ring(control_of(peers_[static_cast<std::size_t>(peer)].region));  // it may wait for room
+  if (any && peer != rank_)
+    ring(control_of(peers_[static_cast<std::size_t>(peer)].region));  // it may wait for room
   return any;
 }
 
@@ -171,7 +179,8 @@ inline operation* engine::match(int peer, tag_t tag, std::size_t total, bool& po
   if (op->size == total) return op;
   fail(op, errc::mismatch,
        who() + " expected " + std::to_string(op->size) + " bytes from rank " + name(peer) +
-           " but the message has " + std::to_string(total) + " bytes (tag " + std::to_string(tag) + ")");
+           " but the message has " + std::to_string(total) + " bytes (tag " + std::to_string(tag) +
+           ")");
   return nullptr;
 }
 
@@ -179,8 +188,9 @@ inline operation* engine::match(int peer, tag_t tag, std::size_t total, bool& po
 // mapping of its pool, from its memory when it is this process, else by process_vm_readv (a
 // plain copy only: take_loan declines a reducing receive's). Empty, or what went wrong (`code`
 // says which kind of failure).
-inline std::string engine::read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target,
-                                     const std::byte* own, const weft::detail::reducer* combine, errc& code) {
+inline std::string engine::read_loan(int peer, const loan& lent, std::size_t bytes,
+                                     std::byte* target, const std::byte* own,
+                                     const weft::detail::reducer* combine, errc& code) {
   code = errc::peer_lost;
   const auto& state = peers_[static_cast<std::size_t>(peer)];
   const std::byte* source = nullptr;
@@ -210,13 +220,15 @@ inline std::string engine::read_loan(int peer, const loan& lent, std::size_t byt
   }
   for (std::size_t got = 0; got < bytes;) {
     iovec local{target + got, bytes - got};
-    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(lent.where + got)), bytes - got};
+    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(lent.where + got)),
+                 bytes - got};
     const ssize_t read = ::process_vm_readv(state.link.pid, &local, 1, &remote, 1, 0);
     if (read < 0 && errno == EINTR) continue;
     if (read <= 0) {
-      return read < 0 && errno == ESRCH ? "its process (pid " + std::to_string(state.link.pid) + ") ended"
-                                        : std::string("reading its memory failed (process_vm_readv: ") +
-                                              (read < 0 ? std::strerror(errno) : "nothing read") + ")";
+      return read < 0 && errno == ESRCH
+                 ? "its process (pid " + std::to_string(state.link.pid) + ") ended"
+                 : std::string("reading its memory failed (process_vm_readv: ") +
+                       (read < 0 ? std::strerror(errno) : "nothing read") + ")";
     }
     got += static_cast<std::size_t>(read);
   }
@@ -235,7 +247,8 @@ inline void engine::take_loan(int peer, const slot_header& piece) {
   bool posted = false;
   operation* op = match(peer, piece.tag, bytes, posted);
   lent_counters* counters = lent_to(state.region, shape_, rank_);
-  if (op != nullptr && op->combine != nullptr && lent.in_pool == 0 && peer != rank_ && state.link.pid != ::getpid()) {
+  if (op != nullptr && op->combine != nullptr && lent.in_pool == 0 && peer != rank_ &&
+      state.link.pid != ::getpid()) {
     // Combining from another process's memory would go through a bounce buffer: a read and a
     // pass more on this rank than the slots' copy-in by the sender. Declined: it comes through
     // the slots, to the same receive.
@@ -261,7 +274,8 @@ inline void engine::take_loan(int peer, const slot_header& piece) {
     kept = std::prev(state.early.end());
   }
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (counters->withdrawn.load(std::memory_order_relaxed) == lent.number) {  // the likelier cause of a failed read too
+  if (counters->withdrawn.load(std::memory_order_relaxed) ==
+      lent.number) {  // the likelier cause of a failed read too
     failure = "it withdrew the message while it was read (its call failed)";
     code = errc::peer_lost;
   }
@@ -306,7 +320,8 @@ inline void engine::take_piece(int peer, const slot_header& piece, const std::by
     operation* op = state.incoming;
     if (bytes != 0) {
       if (op->combine != nullptr) {
-        (*op->combine)({op->data + piece.offset, bytes}, {op->own + piece.offset, bytes}, {payload, bytes});
+        (*op->combine)({op->data + piece.offset, bytes}, {op->own + piece.offset, bytes},
+                       {payload, bytes});
       } else {
         std::memcpy(op->data + piece.offset, payload, bytes);
       }
@@ -339,7 +354,8 @@ inline void engine::deliver_early(operation* op, early_message& message) {
   if (op->size != message.total) {
     fail(op, errc::mismatch,
          who() + " expected " + std::to_string(op->size) + " bytes from rank " + name(op->peer) +
-             " but the message has " + std::to_string(message.total) + " bytes (tag " + std::to_string(op->tag) + ")");
+             " but the message has " + std::to_string(message.total) + " bytes (tag " +
+             std::to_string(op->tag) + ")");
     return;
   }
   if (op->size != 0) {
@@ -375,7 +391,8 @@ inline void engine::withdraw(operation* op) {
     state.sends.erase(std::remove(state.sends.begin(), state.sends.end(), op), state.sends.end());
     return;
   }
-  state.receives.erase(std::remove(state.receives.begin(), state.receives.end(), op), state.receives.end());
+  state.receives.erase(std::remove(state.receives.begin(), state.receives.end(), op),
+                       state.receives.end());
   if (state.incoming == op) {
     state.incoming = nullptr;
     state.discarding = true;
@@ -391,7 +408,8 @@ inline void engine::fail(operation* op, errc code, std::string why, int culprit)
   op->code = code;
   op->failure = std::move(why);
   op->culprit = culprit;
-  if (code == errc::peer_lost && culprit >= 0 && culprit != rank_ && first_lost_ < 0) first_lost_ = culprit;
+  if (code == errc::peer_lost && culprit >= 0 && culprit != rank_ && first_lost_ < 0)
+    first_lost_ = culprit;
   if (op->orphan) release(op);
 }
 
@@ -402,7 +420,8 @@ inline std::string engine::lost_text(int root) const {
            ") ended: it exited, crashed or was killed";
   }
   const int lost = failures_ ? failures_->lost() : -1;
-  return "rank " + name(root) + " is lost" + (lost == root ? " (" + failures_->why() + ")" : std::string());
+  return "rank " + name(root) + " is lost" +
+         (lost == root ? " (" + failures_->why() + ")" : std::string());
 }
 
 // Asks the pidfds whether peer processes ended, and the peers' regions whether they closed.
@@ -412,7 +431,8 @@ inline void engine::watch_peers() {
   for (int peer = 0; peer < size_; ++peer) {
     auto& state = peers_[static_cast<std::size_t>(peer)];
     if (peer == rank_ || state.region == nullptr) continue;
-    if (!state.closed && control_of(state.region)->closed.load(std::memory_order_acquire) != 0) state.closed = true;
+    if (!state.closed && control_of(state.region)->closed.load(std::memory_order_acquire) != 0)
+      state.closed = true;
     if (!state.ended && state.link.pidfd >= 0) {
       asked.push_back({state.link.pidfd, POLLIN, 0});
       whose.push_back(peer);
@@ -427,8 +447,10 @@ inline void engine::sleep_until_rung(deadline_clock::time_point until, operation
   control_block* me = control_of(own_.base());
   const std::uint32_t seen = me->doorbell.load(std::memory_order_seq_cst);
   me->sleeping.store(1, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the last look below sees what ring() did not wake
-  if (!progress() && op->state == status::posted) futex_wait(me->doorbell, seen, until - deadline_clock::now());
+  std::atomic_thread_fence(
+      std::memory_order_seq_cst);  // the last look below sees what ring() did not wake
+  if (!progress() && op->state == status::posted)
+    futex_wait(me->doorbell, seen, until - deadline_clock::now());
   me->sleeping.store(0, std::memory_order_seq_cst);
 }
 
@@ -438,7 +460,8 @@ inline bool engine::finished(operation* op) {
   const int lost = failures_ ? failures_->lost() : -1;
   if (lost == rank_ && (op->state == status::posted || op->state == status::done)) {
     op->state = status::posted;
-    fail(op, errc::peer_lost, direction(op) + ": the other ranks count this rank as lost (" + failures_->why() + ")");
+    fail(op, errc::peer_lost,
+         direction(op) + ": the other ranks count this rank as lost (" + failures_->why() + ")");
   }
   if (op->state == status::posted) {
     auto& state = peers_[static_cast<std::size_t>(op->peer)];
@@ -472,7 +495,8 @@ inline bool engine::finished(operation* op) {
     }
   }
   if (lost >= 0 && op->state == status::posted) {
-    fail(op, errc::peer_lost, direction(op) + ": rank " + name(lost) + " is lost (" + failures_->why() + ")", lost);
+    fail(op, errc::peer_lost,
+         direction(op) + ": rank " + name(lost) + " is lost (" + failures_->why() + ")", lost);
   }
   if (op->state == status::done) return true;
   if (op->state == status::failed) {
@@ -486,12 +510,15 @@ inline std::string engine::close_reason_of(int closer) const {
   if (region == nullptr) return {};
   const control_block* block = control_of(const_cast<std::byte*>(region));
   if (block->closed.load(std::memory_order_acquire) == 0) return {};
-  return std::string(block->close_reason, strnlen(block->close_reason, sizeof(block->close_reason)));
+  return std::string(block->close_reason,
+                     strnlen(block->close_reason, sizeof(block->close_reason)));
 }
 
 inline int engine::root_of_close(int closer, int lost) {
   std::byte* region = peers_[static_cast<std::size_t>(closer)].region;
-  const auto said = region == nullptr ? 0 : control_of(region)->closed_after_loss_of.load(std::memory_order_acquire);
+  const auto said = region == nullptr
+                        ? 0
+                        : control_of(region)->closed_after_loss_of.load(std::memory_order_acquire);
   if (said > 0 && static_cast<int>(said) - 1 < size_ && static_cast<int>(said) - 1 != rank_) {
     return static_cast<int>(said) - 1;
   }
@@ -519,14 +546,16 @@ inline void engine::cancel(operation* op) {
   if (op->is_send && op->moved != 0) {
     // Part of it is in the peer's FIFO: the rest goes too, from a copy (the buffer is the
     // caller's again once the request is gone).
-    const std::byte* rest = op->kept.empty() ? op->data + op->moved : op->kept.data() + (op->moved - op->kept_from);
+    const std::byte* rest =
+        op->kept.empty() ? op->data + op->moved : op->kept.data() + (op->moved - op->kept_from);
     std::vector<std::byte> copy(rest, rest + (op->size - op->moved));
     op->kept = std::move(copy);
     op->kept_from = op->moved;
     op->orphan = true;
     return;
   }
-  if (!op->is_send && state.incoming == op) {  // part-way: the rest of the message is read into nothing
+  if (!op->is_send &&
+      state.incoming == op) {  // part-way: the rest of the message is read into nothing
     state.incoming = nullptr;
     state.discarding = true;
   }

@@ -52,7 +52,8 @@ namespace weft::shm::detail {
 
 inline constexpr std::size_t cache_line = 64;
 
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free,
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
               "shared counters must be lock-free (address-free) atomics");
 
 struct alignas(cache_line) shared_counter {
@@ -60,13 +61,14 @@ struct alignas(cache_line) shared_counter {
 };
 
 struct alignas(cache_line) control_block {
-  std::atomic<std::uint32_t> doorbell;  // futex word: bumped by a change that finds the owner sleeping
+  std::atomic<std::uint32_t>
+      doorbell;  // futex word: bumped by a change that finds the owner sleeping
   std::atomic<std::uint32_t> sleeping;  // the owner is about to sleep, or sleeps, on the doorbell
   std::atomic<std::uint32_t> closed;    // the owner closed its transport in order
   // Set before `closed`: 1 + the rank the owner had found lost when it closed (0: none), so that
   // a peer that sees it close names the rank the job lost, not the rank that gave up after it.
   std::atomic<std::uint32_t> closed_after_loss_of;
-  std::uint64_t self_address;           // where the owner maps its region (a peer's probe reads it)
+  std::uint64_t self_address;  // where the owner maps its region (a peer's probe reads it)
   // Set before `closed`: why the owner gave up (what it told the job, or heard from it), empty
   // for an orderly end, NUL-terminated, so that a peer that sees it close before the job's
   // notice reaches it can say.
@@ -76,9 +78,9 @@ struct alignas(cache_line) control_block {
 // What concerns the messages a region's owner lends one peer (see above). Lent messages are
 // numbered from 1 per pair; at most one is outstanding.
 struct alignas(cache_line) lent_counters {
-  std::atomic<std::uint64_t> given_back;  // the latest the peer finished reading, raised by it
+  std::atomic<std::uint64_t> given_back;    // the latest the peer finished reading, raised by it
   std::atomic<std::uint32_t> reads_memory;  // set by the peer: it may read the owner's memory (CMA)
-  std::atomic<std::uint64_t> declined;      // one the peer gave back unread: send it through the slots
+  std::atomic<std::uint64_t> declined;  // one the peer gave back unread: send it through the slots
   alignas(cache_line) std::atomic<std::uint64_t> withdrawn;  // one the owner took back unread
 };
 
@@ -100,7 +102,7 @@ static_assert(sizeof(slot_header) == cache_line);
 // loan (where in the sender's pool, and the loan's number) and `bytes` is the message's size.
 inline constexpr std::uint64_t lent_piece = ~std::uint64_t{0};
 struct loan {
-  std::uint64_t where;   // the offset in the sender's pool, or the address in its memory
+  std::uint64_t where;  // the offset in the sender's pool, or the address in its memory
   std::uint64_t number;
   std::uint64_t in_pool;  // 1: `where` is a pool offset; 0: an address, read by process_vm_readv
 };
@@ -122,7 +124,8 @@ struct layout {
     return sizeof(control_block) + static_cast<std::size_t>(peer) * sizeof(lent_counters);
   }
   std::size_t fifo_offset(int sender) const {
-    return sizeof(control_block) + ranks * sizeof(lent_counters) + static_cast<std::size_t>(sender) * fifo_bytes();
+    return sizeof(control_block) + ranks * sizeof(lent_counters) +
+           static_cast<std::size_t>(sender) * fifo_bytes();
   }
   std::size_t pool_offset() const {
     const std::size_t end = fifo_offset(static_cast<int>(ranks));
@@ -157,7 +160,9 @@ inline fifo fifo_in(std::byte* region, const layout& shape, int sender) {
   return result;
 }
 
-inline control_block* control_of(std::byte* region) { return reinterpret_cast<control_block*>(region); }
+inline control_block* control_of(std::byte* region) {
+  return reinterpret_cast<control_block*>(region);
+}
 
 // The counters of what `region`'s owner lends `peer`.
 inline lent_counters* lent_to(std::byte* region, const layout& shape, int peer) {
@@ -168,7 +173,8 @@ inline lent_counters* lent_to(std::byte* region, const layout& shape, int peer) 
 class mapping {
  public:
   mapping() = default;
-  mapping(std::byte* base, std::size_t bytes, int descriptor) : base_(base), bytes_(bytes), fd_(descriptor) {}
+  mapping(std::byte* base, std::size_t bytes, int descriptor)
+      : base_(base), bytes_(bytes), fd_(descriptor) {}
   mapping(mapping&& other) noexcept { *this = std::move(other); }
   mapping& operator=(mapping&& other) noexcept {
     if (this != &other) {
@@ -209,8 +215,8 @@ inline mapping map_region(int fd, std::size_t bytes, const std::string& whose) {
   if (base == MAP_FAILED) {
     const int failure = errno;
     ::close(fd);
-    throw error(errc::transport, "shm transport: cannot map " + whose + " (" + std::to_string(bytes) +
-                                     " bytes): " + std::strerror(failure));
+    throw error(errc::transport, "shm transport: cannot map " + whose + " (" +
+                                     std::to_string(bytes) + " bytes): " + std::strerror(failure));
   }
   return mapping(static_cast<std::byte*>(base), bytes, fd);
 }
@@ -220,18 +226,20 @@ inline mapping create_region(std::size_t bytes) {
   int fd = static_cast<int>(::syscall(SYS_memfd_create, "weft-shm", MFD_CLOEXEC));
   if (fd < 0) {  // no memfd (an old kernel, a seccomp filter): a POSIX object, unlinked at once
     std::random_device entropy;
-    const std::string name = "/weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
+    const std::string name =
+        "/weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
     fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) ::shm_unlink(name.c_str());
   }
   if (fd < 0) {
-    throw error(errc::transport, std::string("shm transport: cannot create a shared region: ") + std::strerror(errno));
+    throw error(errc::transport, std::string("shm transport: cannot create a shared region: ") +
+                                     std::strerror(errno));
   }
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const int failure = errno;
     ::close(fd);
-    throw error(errc::transport, "shm transport: cannot size a shared region to " + std::to_string(bytes) +
-                                     " bytes: " + std::strerror(failure));
+    throw error(errc::transport, "shm transport: cannot size a shared region to " +
+                                     std::to_string(bytes) + " bytes: " + std::strerror(failure));
   }
   return map_region(fd, bytes, "its own region");
 }
@@ -260,12 +268,14 @@ inline void taken_over(const void*) {}
 #endif
 
 // Sleeps on `word` while it holds `seen`, at most `limit` (shared futex: across processes).
-inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, std::chrono::nanoseconds limit) {
+inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen,
+                       std::chrono::nanoseconds limit) {
   if (limit <= std::chrono::nanoseconds::zero()) return;
   timespec timeout{};
   timeout.tv_sec = static_cast<time_t>(limit.count() / 1000000000);
   timeout.tv_nsec = static_cast<long>(limit.count() % 1000000000);
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout, nullptr,
+            0);
 }
 
 // Wakes `control`'s owner if it sleeps, or is about to, after a change it may wait for (a
@@ -278,8 +288,8 @@ inline void ring(control_block* control) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (control->sleeping.load(std::memory_order_seq_cst) == 0) return;
   control->doorbell.fetch_add(1, std::memory_order_seq_cst);
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&control->doorbell), FUTEX_WAKE, INT_MAX, nullptr,
-            nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&control->doorbell), FUTEX_WAKE, INT_MAX,
+            nullptr, nullptr, 0);
 }
 
 }  // namespace weft::shm::detail

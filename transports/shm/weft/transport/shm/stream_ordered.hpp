@@ -97,8 +97,8 @@ class stream_transport {
 
   // Makes this rank's region and pool and meets the other ranks of its host through `meeting`
   // (not needed for one rank).
-  stream_transport(int rank, int size, bootstrap::store* meeting, const Config& config = Config::from_environment(),
-                   Backend backend = Backend{}) {
+  stream_transport(int rank, int size, bootstrap::store* meeting,
+                   const Config& config = Config::from_environment(), Backend backend = Backend{}) {
     const int device = device_for(config, rank, backend.devices());
     world_ = std::make_unique<world_type>(std::move(backend), rank, size, device, meeting, config);
   }
@@ -120,10 +120,11 @@ class stream_transport {
     return request(world_->post_recv(peer, tag, data.data(), data.size(), nullptr, nullptr), this);
   }
   // target = combine(own, incoming), run by the transfer straight from the sender's pool.
-  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own, tag_t tag,
-                      const weft::detail::reducer& combine) {
+  request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own,
+                      tag_t tag, const weft::detail::reducer& combine) {
     weft::detail::check_peer(rank(), size(), peer, "receive from");
-    return request(world_->post_recv(peer, tag, target.data(), target.size(), &combine, own.data()), this);
+    return request(world_->post_recv(peer, tag, target.data(), target.size(), &combine, own.data()),
+                   this);
   }
   // This rank's part of a whole collective (weft::collective_transport, the algorithm fused):
   // once every rank has posted, each rank's device runs its share straight from every rank's
@@ -137,17 +138,22 @@ class stream_transport {
   // Orders this rank's stream after the transfer and returns true at once.
   bool wait(request& r, deadline_clock::time_point) { return world_->enqueue_wait(r.operation()); }
   bool test(request& r) { return world_->enqueue_wait(r.operation()); }
-  void note_call(collective kind, std::string_view algorithm, int step) { world_->note_call({kind, algorithm, step}); }
+  void note_call(collective kind, std::string_view algorithm, int step) {
+    world_->note_call({kind, algorithm, step});
+  }
   // weft::communicator's tell_others: a rank that gave up aborts every rank of the job.
-  void abort(int culprit, std::string_view reason) { world_->report_lost(culprit, std::string(reason)); }
+  void abort(int culprit, std::string_view reason) {
+    world_->report_lost(culprit, std::string(reason));
+  }
 
   // Waits for this rank's stream (see ordered::world::synchronize).
   void synchronize(std::chrono::milliseconds timeout) { world_->synchronize(rank(), timeout); }
 
   std::string describe() const {
-    return "stream-ordered, " + std::to_string(size()) + " processes, device " + std::to_string(device()) +
-           ", pool of " + std::to_string(world_->pool_bytes() >> 20) + " MiB shared by " +
-           std::string(world_->pool_way()) + ", " + std::to_string(world_->watched()) + " peer processes watched";
+    return "stream-ordered, " + std::to_string(size()) + " processes, device " +
+           std::to_string(device()) + ", pool of " + std::to_string(world_->pool_bytes() >> 20) +
+           " MiB shared by " + std::string(world_->pool_way()) + ", " +
+           std::to_string(world_->watched()) + " peer processes watched";
   }
 
  private:
@@ -159,12 +165,14 @@ class stream_transport {
 
 // Waits for `comm`'s stream; throws errc::timeout naming what it waits for, or what aborted it.
 template <class Backend, class Config>
-void synchronize(communicator<stream_transport<Backend, Config>>& comm, std::chrono::milliseconds timeout) {
+void synchronize(communicator<stream_transport<Backend, Config>>& comm,
+                 std::chrono::milliseconds timeout) {
   comm.underlying_transport().synchronize(timeout);
 }
 // Aborts `comm`'s rank and, through it, every rank of the job.
 template <class Backend, class Config>
-void abort(communicator<stream_transport<Backend, Config>>& comm, const std::string& reason = "aborted by the caller") {
+void abort(communicator<stream_transport<Backend, Config>>& comm,
+           const std::string& reason = "aborted by the caller") {
   comm.underlying_transport().shared().abort(reason);
 }
 

@@ -44,7 +44,9 @@ struct peer_link {
 };
 
 // The host as the abstract socket namespace sees it: boot id and network namespace.
-inline std::string host_identity() { return weft::detail::boot_id() + "/" + weft::detail::namespace_of("net"); }
+inline std::string host_identity() {
+  return weft::detail::boot_id() + "/" + weft::detail::namespace_of("net");
+}
 
 inline std::string host_name() {
   char name[256] = {0};
@@ -76,15 +78,18 @@ inline sockaddr_un abstract_address(const std::string& name, socklen_t& length) 
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   address.sun_path[0] = '\0';
-  std::memcpy(address.sun_path + 1, name.data(), std::min(name.size(), sizeof address.sun_path - 2));
-  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof address.sun_path - 2));
+  std::memcpy(address.sun_path + 1, name.data(),
+              std::min(name.size(), sizeof address.sun_path - 2));
+  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 +
+                                  std::min(name.size(), sizeof address.sun_path - 2));
   return address;
 }
 
 // Waits until `fd` is ready for `events` or the deadline passes (false).
 inline bool ready(int fd, short events, deadline_clock::time_point deadline) {
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - deadline_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - deadline_clock::now());
     if (left.count() <= 0) return false;
     pollfd one{fd, events, 0};
     const int got = ::poll(&one, 1, static_cast<int>(std::min<long long>(left.count(), 100)));
@@ -137,18 +142,21 @@ class region_server {
   region_server(const std::string& secret, handover offer, int peers)
       : secret_(secret), offer_(std::move(offer)), peers_(peers) {
     if (offer_.descriptors.size() > most_descriptors || offer_.payload.size() > most_payload) {
-      throw error(errc::invalid_argument, "shm transport: a handover holds at most " +
-                                              std::to_string(most_descriptors) + " descriptors and " +
-                                              std::to_string(most_payload) + " bytes");
+      throw error(errc::invalid_argument,
+                  "shm transport: a handover holds at most " + std::to_string(most_descriptors) +
+                      " descriptors and " + std::to_string(most_payload) + " bytes");
     }
     std::random_device entropy;
-    name_ = "weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(entropy()) + std::to_string(entropy());
+    name_ = "weft-shm-" + std::to_string(::getpid()) + "-" + std::to_string(entropy()) +
+            std::to_string(entropy());
     listener_ = socket_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     socklen_t length = 0;
     const sockaddr_un address = abstract_address(name_, length);
-    if (listener_.get() < 0 || ::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+    if (listener_.get() < 0 ||
+        ::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
         ::listen(listener_.get(), 64) != 0) {
-      throw error(errc::transport, std::string("shm transport: cannot listen on a Unix socket: ") + std::strerror(errno));
+      throw error(errc::transport, std::string("shm transport: cannot listen on a Unix socket: ") +
+                                       std::strerror(errno));
     }
     thread_ = std::thread([this] { serve(); });
   }
@@ -180,12 +188,16 @@ class region_server {
       const auto deadline = deadline_clock::now() + std::chrono::seconds(5);
       char magic[8];
       std::uint32_t length = 0;
-      if (!read_all(client.get(), magic, sizeof magic, deadline) || std::memcmp(magic, hello_magic, 8) != 0 ||
+      if (!read_all(client.get(), magic, sizeof magic, deadline) ||
+          std::memcmp(magic, hello_magic, 8) != 0 ||
           !read_all(client.get(), &length, sizeof length, deadline) || length > 4096)
         continue;
       std::string offered(length, '\0');
-      if (!read_all(client.get(), offered.data(), length, deadline) || !bootstrap::same_secret(offered, secret_)) continue;
-      // The answer: how many descriptors and payload bytes, the descriptors attached, then the payload.
+      if (!read_all(client.get(), offered.data(), length, deadline) ||
+          !bootstrap::same_secret(offered, secret_))
+        continue;
+      // The answer: how many descriptors and payload bytes, the descriptors attached, then the
+      // payload.
       std::uint32_t counts[2] = {static_cast<std::uint32_t>(offer_.descriptors.size()),
                                  static_cast<std::uint32_t>(offer_.payload.size())};
       iovec head{counts, sizeof counts};
@@ -203,7 +215,8 @@ class region_server {
         header->cmsg_len = CMSG_LEN(fd_bytes);
         std::memcpy(CMSG_DATA(header), offer_.descriptors.data(), fd_bytes);
       }
-      if (::sendmsg(client.get(), &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof counts)) continue;
+      if (::sendmsg(client.get(), &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof counts))
+        continue;
       if (!offer_.payload.empty() &&
           ::send(client.get(), offer_.payload.data(), offer_.payload.size(), MSG_NOSIGNAL) !=
               static_cast<ssize_t>(offer_.payload.size()))
@@ -231,9 +244,12 @@ inline fetched fetch_handover(const std::string& name, const std::string& secret
   const sockaddr_un address = abstract_address(name, length);
   while (true) {
     connection = socket_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0) break;
-    if ((errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT) || deadline_clock::now() >= deadline) {
-      throw error(errc::transport, "shm transport: cannot reach " + whose + " (" + std::strerror(errno) +
+    if (::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0)
+      break;
+    if ((errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT) ||
+        deadline_clock::now() >= deadline) {
+      throw error(errc::transport, "shm transport: cannot reach " + whose + " (" +
+                                       std::strerror(errno) +
                                        "): is it on this host, in this network namespace?");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -242,8 +258,10 @@ inline fetched fetch_handover(const std::string& name, const std::string& secret
   const auto secret_bytes = static_cast<std::uint32_t>(secret.size());
   hello.append(reinterpret_cast<const char*>(&secret_bytes), sizeof secret_bytes);
   hello += secret;
-  if (::send(connection.get(), hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
-    throw error(errc::transport, "shm transport: cannot greet " + whose + ": " + std::strerror(errno));
+  if (::send(connection.get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(hello.size())) {
+    throw error(errc::transport,
+                "shm transport: cannot greet " + whose + ": " + std::strerror(errno));
   }
   std::uint32_t counts[2] = {0, 0};
   iovec head{counts, sizeof counts};
@@ -254,9 +272,11 @@ inline fetched fetch_handover(const std::string& name, const std::string& secret
   message.msg_control = control;
   message.msg_controllen = sizeof control;
   if (!ready(connection.get(), POLLIN, deadline) ||
-      ::recvmsg(connection.get(), &message, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof counts)) {
-    throw error(errc::transport, "shm transport: " + whose +
-                                     " was not handed over: is WEFT_SECRET the same on every rank?");
+      ::recvmsg(connection.get(), &message, MSG_CMSG_CLOEXEC) !=
+          static_cast<ssize_t>(sizeof counts)) {
+    throw error(
+        errc::transport,
+        "shm transport: " + whose + " was not handed over: is WEFT_SECRET the same on every rank?");
   }
   fetched result;
   for (const cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
@@ -274,8 +294,9 @@ inline fetched fetch_handover(const std::string& name, const std::string& secret
   };
   if (result.descriptors.size() != counts[0] || counts[1] > most_payload) {
     close_all();
-    throw error(errc::transport, "shm transport: " + whose + " came with " + std::to_string(result.descriptors.size()) +
-                                     " of its " + std::to_string(counts[0]) + " descriptors");
+    throw error(errc::transport, "shm transport: " + whose + " came with " +
+                                     std::to_string(result.descriptors.size()) + " of its " +
+                                     std::to_string(counts[0]) + " descriptors");
   }
   result.payload.resize(counts[1]);
   if (counts[1] != 0 && !read_all(connection.get(), result.payload.data(), counts[1], deadline)) {
@@ -284,9 +305,11 @@ inline fetched fetch_handover(const std::string& name, const std::string& secret
   }
   ucred owner{};
   socklen_t owner_bytes = sizeof owner;
-  if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &owner, &owner_bytes) == 0) result.pid = owner.pid;
+  if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &owner, &owner_bytes) == 0)
+    result.pid = owner.pid;
 #ifdef SYS_pidfd_open
-  if (result.pid > 0 && result.pid != ::getpid()) result.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, result.pid, 0));
+  if (result.pid > 0 && result.pid != ::getpid())
+    result.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, result.pid, 0));
 #endif
   return result;
 }

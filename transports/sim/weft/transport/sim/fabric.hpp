@@ -2,8 +2,9 @@
 // and what a reduction costs on a rank.
 //
 //   auto flat = weft::sim::fabric::uniform(64, {.gbit_per_s = 400, .latency_us = 2});
-//   auto hgx = weft::sim::fabric::nodes(4, 8, {.gbit_per_s = 7200, .latency_us = 0.5},   // NVLink
-//                                       {.gbit_per_s = 400, .latency_us = 5}, 8);        // 8 NICs a node
+//   auto hgx = weft::sim::fabric::nodes(4, 8,
+//                                       {.gbit_per_s = 7200, .latency_us = 0.5},  // NVLink
+//                                       {.gbit_per_s = 400, .latency_us = 5}, 8);  // 8 NICs a node
 //
 // A link carries bytes one way at its bandwidth and adds its latency to every message that
 // crosses it. A message from rank a to rank b crosses the links of route(a, b) (never empty
@@ -38,7 +39,7 @@ enum class tier { scale_up, scale_out };
 inline const char* to_string(tier t) { return t == tier::scale_up ? "scale-up" : "scale-out"; }
 
 struct link {
-  std::string name;       // "rank 3 out", "node 1 uplink in", ...
+  std::string name;  // "rank 3 out", "node 1 uplink in", ...
   double bytes_per_s;
   double latency_s;
   enum tier tier;
@@ -50,21 +51,29 @@ class fabric {
   using router = std::function<void(int from, int to, std::vector<int>& out)>;
 
   // `node_of[r]` is rank r's node (the hosts weft::hierarchical sees); empty: every rank its own.
-  fabric(std::string name, int ranks, std::vector<link> links, router route, std::vector<int> node_of = {})
-      : name_(std::move(name)), ranks_(ranks), links_(std::move(links)), route_(std::move(route)),
+  fabric(std::string name, int ranks, std::vector<link> links, router route,
+         std::vector<int> node_of = {})
+      : name_(std::move(name)),
+        ranks_(ranks),
+        links_(std::move(links)),
+        route_(std::move(route)),
         node_of_(std::move(node_of)) {
-    if (ranks_ < 1) throw error(errc::invalid_argument, "a simulated fabric needs at least one rank");
+    if (ranks_ < 1)
+      throw error(errc::invalid_argument, "a simulated fabric needs at least one rank");
     if (node_of_.empty()) {
       for (int r = 0; r < ranks_; ++r) node_of_.push_back(r);
     }
     if (node_of_.size() != static_cast<std::size_t>(ranks_)) {
-      throw error(errc::invalid_argument, "a simulated fabric of " + std::to_string(ranks_) + " ranks was given the "
-                                          "nodes of " + std::to_string(node_of_.size()));
+      throw error(errc::invalid_argument, "a simulated fabric of " + std::to_string(ranks_) +
+                                              " ranks was given the "
+                                              "nodes of " +
+                                              std::to_string(node_of_.size()));
     }
     for (const auto& l : links_) {
       if (!(l.bytes_per_s > 0) || !(l.latency_s >= 0)) {
-        throw error(errc::invalid_argument, "simulated link " + l.name + ": bandwidth must be positive and latency "
-                                                                           "not negative");
+        throw error(errc::invalid_argument, "simulated link " + l.name +
+                                                ": bandwidth must be positive and latency "
+                                                "not negative");
       }
     }
   }
@@ -93,8 +102,10 @@ class fabric {
     std::vector<link> links;
     links.reserve(2 * static_cast<std::size_t>(std::max(ranks, 0)));
     for (int r = 0; r < ranks; ++r) {
-      links.push_back({"rank " + std::to_string(r) + " out", speed.bytes_per_s(), speed.latency_us * 1e-6, tier::scale_out});
-      links.push_back({"rank " + std::to_string(r) + " in", speed.bytes_per_s(), 0.0, tier::scale_out});
+      links.push_back({"rank " + std::to_string(r) + " out", speed.bytes_per_s(),
+                       speed.latency_us * 1e-6, tier::scale_out});
+      links.push_back(
+          {"rank " + std::to_string(r) + " in", speed.bytes_per_s(), 0.0, tier::scale_out});
     }
     return fabric("uniform", ranks, std::move(links), [](int from, int to, std::vector<int>& out) {
       out.push_back(2 * from);
@@ -107,39 +118,46 @@ class fabric {
   // message leaves through one of the node's `nics` NICs of `scale_out` and enters through one
   // of the other node's, into a non-blocking network above them. With nics == per_node each
   // rank has its own (rail-optimized); with 1 the node's ranks share one.
-  static fabric nodes(int nodes, int per_node, link_speed scale_up, link_speed scale_out, int nics) {
+  static fabric nodes(int nodes, int per_node, link_speed scale_up, link_speed scale_out,
+                      int nics) {
     if (nodes < 1 || per_node < 1 || nics < 1 || nics > per_node) {
-      throw error(errc::invalid_argument, "simulated nodes: need nodes >= 1, ranks per node >= 1 and 1 <= NICs a node <= "
-                                          "ranks per node");
+      throw error(errc::invalid_argument,
+                  "simulated nodes: need nodes >= 1, ranks per node >= 1 and 1 <= NICs a node <= "
+                  "ranks per node");
     }
     const int ranks = nodes * per_node;
     std::vector<link> links;
     for (int r = 0; r < ranks; ++r) {
-      links.push_back({"rank " + std::to_string(r) + " scale-up out", scale_up.bytes_per_s(), scale_up.latency_us * 1e-6,
+      links.push_back({"rank " + std::to_string(r) + " scale-up out", scale_up.bytes_per_s(),
+                       scale_up.latency_us * 1e-6, tier::scale_up});
+      links.push_back({"rank " + std::to_string(r) + " scale-up in", scale_up.bytes_per_s(), 0.0,
                        tier::scale_up});
-      links.push_back({"rank " + std::to_string(r) + " scale-up in", scale_up.bytes_per_s(), 0.0, tier::scale_up});
     }
     const int first_nic = static_cast<int>(links.size());
     for (int n = 0; n < nodes; ++n) {
       for (int i = 0; i < nics; ++i) {
         const std::string nic = "node " + std::to_string(n) + " nic " + std::to_string(i);
-        links.push_back({nic + " out", scale_out.bytes_per_s(), scale_out.latency_us * 1e-6, tier::scale_out});
+        links.push_back(
+            {nic + " out", scale_out.bytes_per_s(), scale_out.latency_us * 1e-6, tier::scale_out});
         links.push_back({nic + " in", scale_out.bytes_per_s(), 0.0, tier::scale_out});
       }
     }
     std::vector<int> node_of;
     for (int r = 0; r < ranks; ++r) node_of.push_back(r / per_node);
-    return fabric("nodes", ranks, std::move(links), [=](int from, int to, std::vector<int>& out) {
-      const int a = from / per_node, b = to / per_node;
-      if (a == b) {
-        out.push_back(2 * from);
-        out.push_back(2 * to + 1);
-        return;
-      }
-      // A rank's NIC: local index modulo the NICs (rank i of a node uses NIC i % nics).
-      out.push_back(first_nic + 2 * (a * nics + (from % per_node) % nics));
-      out.push_back(first_nic + 2 * (b * nics + (to % per_node) % nics) + 1);
-    }, std::move(node_of));
+    return fabric(
+        "nodes", ranks, std::move(links),
+        [=](int from, int to, std::vector<int>& out) {
+          const int a = from / per_node, b = to / per_node;
+          if (a == b) {
+            out.push_back(2 * from);
+            out.push_back(2 * to + 1);
+            return;
+          }
+          // A rank's NIC: local index modulo the NICs (rank i of a node uses NIC i % nics).
+          out.push_back(first_nic + 2 * (a * nics + (from % per_node) % nics));
+          out.push_back(first_nic + 2 * (b * nics + (to % per_node) % nics) + 1);
+        },
+        std::move(node_of));
   }
 
  private:

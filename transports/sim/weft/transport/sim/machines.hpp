@@ -4,8 +4,8 @@
 //
 //   auto racks = weft::sim::cluster(4, weft::sim::nvl72(), weft::sim::ethernet(800));
 //   auto pod = weft::sim::cluster(1, weft::sim::ualink_pod(1024, 4), {});
-//   auto hgx = weft::sim::cluster(16, weft::sim::hgx_h200(),
-//                                 weft::sim::ethernet(400).with_tiers(3, 4.0));   // 4:1 at the leaves
+//   auto hgx = weft::sim::cluster(16, weft::sim::hgx_h200(),   // 4:1 at the leaves
+//                                 weft::sim::ethernet(400).with_tiers(3, 4.0));
 //
 // A domain is `gpus` ranks, each with a port (one link out, one in) into a switch that never
 // blocks (an NVLink switch, a UALink switch). Between domains each rank leaves through a NIC of
@@ -50,8 +50,9 @@ inline scale_up_domain nvl72() { return {"nvl72", 72, 1800, 0.5, 8000}; }
 // A UALink pod of `accelerators` (up to 1024), each with `lanes` lanes of 200 Gbit/s.
 inline scale_up_domain ualink_pod(int accelerators, int lanes) {
   if (accelerators < 1 || accelerators > 1024 || lanes < 1) {
-    throw error(errc::invalid_argument, "a UALink pod has 1 to 1024 accelerators and at least one lane each (was " +
-                                            std::to_string(accelerators) + " and " + std::to_string(lanes) + ")");
+    throw error(errc::invalid_argument,
+                "a UALink pod has 1 to 1024 accelerators and at least one lane each (was " +
+                    std::to_string(accelerators) + " and " + std::to_string(lanes) + ")");
   }
   return {"ualink", accelerators, lanes * 200.0 / 8, 0.5, 4800};
 }
@@ -59,9 +60,9 @@ inline scale_up_domain ualink_pod(int accelerators, int lanes) {
 // The network between domains.
 struct scale_out_network {
   double nic_gbit_per_s = 400;
-  int nics = 0;                 // NICs a domain; 0: one a GPU (each rank its own)
-  bool rails = true;            // NIC i of every domain on the same leaves (rail-optimized)
-  int tiers = 1;                // 1: one switch that never blocks; 2: leaf-spine; 3: leaf-spine-core
+  int nics = 0;       // NICs a domain; 0: one a GPU (each rank its own)
+  bool rails = true;  // NIC i of every domain on the same leaves (rail-optimized)
+  int tiers = 1;      // 1: one switch that never blocks; 2: leaf-spine; 3: leaf-spine-core
   double oversubscription = 1;  // NICs below a leaf over its uplinks
   int leaf_ports = 32;          // NICs below a leaf
   int pod_leaves = 16;          // leaves a pod (three tiers)
@@ -86,8 +87,9 @@ inline scale_out_network ethernet(double gbit_per_s) {
 // The path a message between two ranks takes through the Clos (ECMP): a hash of the two
 // ranks (splitmix64's finalizer), the same for every message of the pair.
 inline std::uint64_t ecmp_hash(int from, int to) {
-  std::uint64_t x = (static_cast<std::uint64_t>(static_cast<unsigned>(from)) << 32 | static_cast<unsigned>(to)) +
-                    0x9E3779B97F4A7C15ull;
+  std::uint64_t x =
+      (static_cast<std::uint64_t>(static_cast<unsigned>(from)) << 32 | static_cast<unsigned>(to)) +
+      0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
@@ -98,27 +100,32 @@ inline std::uint64_t ecmp_hash(int from, int to) {
 inline fabric cluster(int domains, const scale_up_domain& up, const scale_out_network& net) {
   const int g = up.gpus;
   const int nics = net.nics == 0 ? g : net.nics;
-  if (domains < 1 || g < 1 || nics < 1 || nics > g || net.tiers < 1 || net.tiers > 3 || !(net.oversubscription >= 1) ||
-      net.leaf_ports < 1 || net.pod_leaves < 1 || !(up.gbyte_per_s > 0) || !(net.nic_gbit_per_s > 0)) {
+  if (domains < 1 || g < 1 || nics < 1 || nics > g || net.tiers < 1 || net.tiers > 3 ||
+      !(net.oversubscription >= 1) || net.leaf_ports < 1 || net.pod_leaves < 1 ||
+      !(up.gbyte_per_s > 0) || !(net.nic_gbit_per_s > 0)) {
     throw error(errc::invalid_argument,
-                "simulated cluster: needs domains >= 1, GPUs a domain >= 1, 1 <= NICs a domain <= GPUs a domain, "
-                "1 to 3 tiers, oversubscription >= 1, leaf ports and pod leaves >= 1 and positive bandwidths");
+                "simulated cluster: needs domains >= 1, GPUs a domain >= 1, 1 <= NICs a domain <= "
+                "GPUs a domain, "
+                "1 to 3 tiers, oversubscription >= 1, leaf ports and pod leaves >= 1 and positive "
+                "bandwidths");
   }
   const int ranks = domains * g;
   const link_speed port{up.gbyte_per_s * 8, up.latency_us};
   const double nic_bytes = net.nic_gbit_per_s * 1e9 / 8;
   std::vector<link> links;
   for (int r = 0; r < ranks; ++r) {
-    links.push_back({"rank " + std::to_string(r) + " scale-up out", port.bytes_per_s(), port.latency_us * 1e-6,
-                     tier::scale_up});
-    links.push_back({"rank " + std::to_string(r) + " scale-up in", port.bytes_per_s(), 0.0, tier::scale_up});
+    links.push_back({"rank " + std::to_string(r) + " scale-up out", port.bytes_per_s(),
+                     port.latency_us * 1e-6, tier::scale_up});
+    links.push_back(
+        {"rank " + std::to_string(r) + " scale-up in", port.bytes_per_s(), 0.0, tier::scale_up});
   }
   // NIC k of domain d is global NIC d * nics + k; its leaf: rail-optimized, the NICs of one
   // index across leaf_ports domains share a leaf; otherwise consecutive NICs do.
   const int total_nics = domains * nics;
   const int first_nic = static_cast<int>(links.size());
   for (int n = 0; n < total_nics; ++n) {
-    const std::string name = "domain " + std::to_string(n / nics) + " nic " + std::to_string(n % nics);
+    const std::string name =
+        "domain " + std::to_string(n / nics) + " nic " + std::to_string(n % nics);
     links.push_back({name + " out", nic_bytes, net.nic_latency_us * 1e-6, tier::scale_out});
     links.push_back({name + " in", nic_bytes, 0.0, tier::scale_out});
   }
@@ -128,9 +135,11 @@ inline fabric cluster(int domains, const scale_up_domain& up, const scale_out_ne
     return net.rails ? k * groups + d / net.leaf_ports : nic / net.leaf_ports;
   };
   const int leaves = net.rails ? nics * groups : (total_nics + net.leaf_ports - 1) / net.leaf_ports;
-  const int uplinks = std::max(1, static_cast<int>(net.leaf_ports / net.oversubscription));  // = spines a pod
+  const int uplinks =
+      std::max(1, static_cast<int>(net.leaf_ports / net.oversubscription));  // = spines a pod
   const int pods = net.tiers == 3 ? (leaves + net.pod_leaves - 1) / net.pod_leaves : 1;
-  const int cores_a_spine = net.tiers == 3 ? net.pod_leaves : 0;  // a spine's uplinks: as many as its leaves
+  const int cores_a_spine =
+      net.tiers == 3 ? net.pod_leaves : 0;  // a spine's uplinks: as many as its leaves
   const double hop = net.hop_latency_us * 1e-6;
   // leaf l <-> spine s of its pod: up at first_up + 2 (l * uplinks + s), down + 1
   const int first_up = static_cast<int>(links.size());
@@ -143,13 +152,15 @@ inline fabric cluster(int domains, const scale_up_domain& up, const scale_out_ne
       }
     }
   }
-  // spine s of pod q <-> core c (of spine index s): at first_core + 2 ((q * uplinks + s) * cores_a_spine + c)
+  // spine s of pod q <-> core c (of spine index s):
+  //   at first_core + 2 ((q * uplinks + s) * cores_a_spine + c)
   const int first_core = static_cast<int>(links.size());
   if (net.tiers == 3) {
     for (int q = 0; q < pods; ++q) {
       for (int s = 0; s < uplinks; ++s) {
         for (int c = 0; c < cores_a_spine; ++c) {
-          const std::string name = "pod " + std::to_string(q) + " spine " + std::to_string(s) + " core " + std::to_string(c);
+          const std::string name = "pod " + std::to_string(q) + " spine " + std::to_string(s) +
+                                   " core " + std::to_string(c);
           links.push_back({name + " up", nic_bytes, hop, tier::scale_out});
           links.push_back({name + " down", nic_bytes, hop, tier::scale_out});
         }
@@ -168,30 +179,34 @@ inline fabric cluster(int domains, const scale_up_domain& up, const scale_out_ne
       name += ratio;
     }
   }
-  fabric result(name, ranks, std::move(links), [=](int from, int to, std::vector<int>& out) {
-    const int a = from / g, b = to / g;
-    if (a == b) {
-      out.push_back(2 * from);
-      out.push_back(2 * to + 1);
-      return;
-    }
-    const int nic_a = a * nics + (from % g) % nics, nic_b = b * nics + (to % g) % nics;
-    out.push_back(first_nic + 2 * nic_a);
-    const int la = leaf_of(nic_a), lb = leaf_of(nic_b);
-    if (la != lb && tiers >= 2) {
-      const std::uint64_t hash = ecmp_hash(from, to);
-      const int s = static_cast<int>(hash % static_cast<std::uint64_t>(uplinks));
-      out.push_back(first_up + 2 * (la * uplinks + s));
-      const int qa = la / pod_leaves, qb = lb / pod_leaves;
-      if (tiers == 3 && qa != qb) {
-        const int c = static_cast<int>((hash / static_cast<std::uint64_t>(uplinks)) % static_cast<std::uint64_t>(cores_a_spine));
-        out.push_back(first_core + 2 * ((qa * uplinks + s) * cores_a_spine + c));
-        out.push_back(first_core + 2 * ((qb * uplinks + s) * cores_a_spine + c) + 1);
-      }
-      out.push_back(first_up + 2 * (lb * uplinks + s) + 1);
-    }
-    out.push_back(first_nic + 2 * nic_b + 1);
-  }, std::move(node_of));
+  fabric result(
+      name, ranks, std::move(links),
+      [=](int from, int to, std::vector<int>& out) {
+        const int a = from / g, b = to / g;
+        if (a == b) {
+          out.push_back(2 * from);
+          out.push_back(2 * to + 1);
+          return;
+        }
+        const int nic_a = a * nics + (from % g) % nics, nic_b = b * nics + (to % g) % nics;
+        out.push_back(first_nic + 2 * nic_a);
+        const int la = leaf_of(nic_a), lb = leaf_of(nic_b);
+        if (la != lb && tiers >= 2) {
+          const std::uint64_t hash = ecmp_hash(from, to);
+          const int s = static_cast<int>(hash % static_cast<std::uint64_t>(uplinks));
+          out.push_back(first_up + 2 * (la * uplinks + s));
+          const int qa = la / pod_leaves, qb = lb / pod_leaves;
+          if (tiers == 3 && qa != qb) {
+            const int c = static_cast<int>((hash / static_cast<std::uint64_t>(uplinks)) %
+                                           static_cast<std::uint64_t>(cores_a_spine));
+            out.push_back(first_core + 2 * ((qa * uplinks + s) * cores_a_spine + c));
+            out.push_back(first_core + 2 * ((qb * uplinks + s) * cores_a_spine + c) + 1);
+          }
+          out.push_back(first_up + 2 * (lb * uplinks + s) + 1);
+        }
+        out.push_back(first_nic + 2 * nic_b + 1);
+      },
+      std::move(node_of));
   result.with_memory_bandwidth(up.memory_gbyte_per_s);
   return result;
 }

@@ -39,10 +39,13 @@ class phantom_ranges {
 
   std::byte* reserve(std::size_t bytes) {
     const std::size_t size = std::max<std::size_t>(bytes, 1);
-    void* start = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* start =
+        ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (start == MAP_FAILED) {
-      throw error(errc::transport, "cannot reserve " + std::to_string(size) + " bytes of address space for a phantom "
-                                                                                "buffer: " + std::strerror(errno));
+      throw error(errc::transport, "cannot reserve " + std::to_string(size) +
+                                       " bytes of address space for a phantom "
+                                       "buffer: " +
+                                       std::strerror(errno));
     }
     auto* begin = static_cast<std::byte*>(start);
     std::lock_guard lock(mutex_);
@@ -77,7 +80,9 @@ class phantom_ranges {
 }  // namespace detail
 
 // True when `p` points into a phantom buffer (or phantom scratch of the simulator).
-inline bool is_phantom(const void* p) { return p != nullptr && detail::phantom_ranges::get().contains(p); }
+inline bool is_phantom(const void* p) {
+  return p != nullptr && detail::phantom_ranges::get().contains(p);
+}
 
 // `count` elements of T that take address space only.
 template <class T>

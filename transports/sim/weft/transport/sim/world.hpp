@@ -65,10 +65,10 @@ struct operation {
   std::byte* recv_data = nullptr;
   std::size_t size = 0;
   double posted_at = 0;
-  double arrives_at = 0;        // a send's arrival at its receiver
-  double done_at = never;       // when it completes, once known
-  bool queued = false;          // in the receiver's unmatched list
-  bool released = false;        // its request was dropped (a send that completed stays queued)
+  double arrives_at = 0;          // a send's arrival at its receiver
+  double done_at = never;         // when it completes, once known
+  bool queued = false;            // in the receiver's unmatched list
+  bool released = false;          // its request was dropped (a send that completed stays queued)
   std::vector<std::byte> staged;  // an unmatched send's bytes (real payload)
   std::optional<std::string> failure;  // the two sides' sizes differ
 };
@@ -139,9 +139,9 @@ static_assert(weft::transport<transport>);
 struct report {
   std::string fabric;
   int ranks = 0;
-  double seconds = 0;                 // the last rank's clock at its end
-  std::vector<double> rank_seconds;   // each rank's clock at its end
-  std::vector<double> link_bytes;     // per fabric link: the bytes that crossed it
+  double seconds = 0;                // the last rank's clock at its end
+  std::vector<double> rank_seconds;  // each rank's clock at its end
+  std::vector<double> link_bytes;    // per fabric link: the bytes that crossed it
   // Bytes of the messages that stayed in a scale-up domain, and of those that crossed any
   // scale-out link (each message counted once, whatever the links it crossed).
   double scale_up_bytes = 0;
@@ -186,7 +186,9 @@ class world {
 
   int size() const { return fabric_.ranks(); }
   const sim::fabric& machine() const { return fabric_; }
-  std::pair<tuning::link_constants, tuning::link_constants> cost_constants() const { return {local_, network_}; }
+  std::pair<tuning::link_constants, tuning::link_constants> cost_constants() const {
+    return {local_, network_};
+  }
   const host_layout& hosts() const { return hosts_; }
   payload mode() const { return mode_; }
   transport endpoint(int rank) { return transport(this, rank); }
@@ -205,7 +207,8 @@ class world {
     std::unique_lock lock(mutex_);
     set_ready(rank, detail::never);
     at(rank).finished = true;
-    if (failure != nullptr && !failed_) failed_ = "rank " + std::to_string(rank) + " failed: " + *failure;
+    if (failure != nullptr && !failed_)
+      failed_ = "rank " + std::to_string(rank) + " failed: " + *failure;
     if (running_ == rank || (running_ < 0 && started_)) pass_turn(rank, lock);
   }
 
@@ -292,7 +295,7 @@ class world {
     bool someone_waits = false;
     for (const auto& r : ranks_) someone_waits = someone_waits || !r->finished;
     if (!someone_waits) return;  // everyone finished
-    stopped_ = true;            // every unfinished rank waits on a message that cannot come
+    stopped_ = true;             // every unfinished rank waits on a message that cannot come
     for (auto& r : ranks_) r->turn.notify_all();
   }
 
@@ -303,15 +306,16 @@ class world {
     if (const detail::operation* op = me.waiting) {
       what += op->is_send ? " waits to send " : " waits to receive ";
       what += std::to_string(op->size) + " bytes (tag " + std::to_string(op->tag) + ") " +
-              (op->is_send ? "to rank " + std::to_string(op->destination) : "from rank " + std::to_string(op->source));
+              (op->is_send ? "to rank " + std::to_string(op->destination)
+                           : "from rank " + std::to_string(op->source));
     }
     return error(errc::transport, what + "; no rank can run: the ranks made different calls");
   }
 
   // --- messages ----------------------------------------------------------------------------
 
-  detail::operation* post(int rank, bool is_send, int peer, const std::byte* out, std::byte* in, std::size_t size,
-                          tag_t tag) {
+  detail::operation* post(int rank, bool is_send, int peer, const std::byte* out, std::byte* in,
+                          std::size_t size, tag_t tag) {
     std::unique_lock lock(mutex_);
     if (stopped_ || failed_) throw stopped_error(rank);
     rank_state& me = at(rank);
@@ -345,8 +349,9 @@ class world {
     detail::operation& sent = is_send ? *op : *other;
     detail::operation& received = is_send ? *other : *op;
     if (sent.size != received.size) {
-      const std::string why = "rank " + std::to_string(sent.source) + " sends " + std::to_string(sent.size) +
-                              " bytes to rank " + std::to_string(sent.destination) + ", whose receive holds " +
+      const std::string why = "rank " + std::to_string(sent.source) + " sends " +
+                              std::to_string(sent.size) + " bytes to rank " +
+                              std::to_string(sent.destination) + ", whose receive holds " +
                               std::to_string(received.size) + " bytes (tag " + std::to_string(tag) +
                               "): the ranks made different calls, or with different counts";
       sent.failure = received.failure = why;
@@ -364,14 +369,17 @@ class world {
     double start = send.posted_at;
     for (const int l : route_) start = std::max(start, link_free_[static_cast<std::size_t>(l)]);
     const auto [latency, slowest] = speed_of(route_);
-    const double transfer = route_.empty() || send.size == 0 ? 0.0 : static_cast<double>(send.size) / slowest;
+    const double transfer =
+        route_.empty() || send.size == 0 ? 0.0 : static_cast<double>(send.size) / slowest;
     bool leaves_scale_up = false;
     for (const int l : route_) {
       link_free_[static_cast<std::size_t>(l)] = start + transfer;
       link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(send.size);
-      leaves_scale_up = leaves_scale_up || fabric_.links()[static_cast<std::size_t>(l)].tier == tier::scale_out;
+      leaves_scale_up =
+          leaves_scale_up || fabric_.links()[static_cast<std::size_t>(l)].tier == tier::scale_out;
     }
-    if (!route_.empty()) (leaves_scale_up ? scale_out_bytes_ : scale_up_bytes_) += static_cast<double>(send.size);
+    if (!route_.empty())
+      (leaves_scale_up ? scale_out_bytes_ : scale_up_bytes_) += static_cast<double>(send.size);
     if (!traffic_.empty()) {
       traffic_[static_cast<std::size_t>(send.source) * static_cast<std::size_t>(size()) +
                static_cast<std::size_t>(send.destination)] += static_cast<double>(send.size);
@@ -508,7 +516,9 @@ inline transport::request transport::recv(int peer, std::span<std::byte> data, t
 inline bool transport::wait(request& operation, deadline_clock::time_point) {
   return world_->wait(rank_, operation.operation());
 }
-inline bool transport::test(request& operation) { return world_->test(rank_, operation.operation()); }
+inline bool transport::test(request& operation) {
+  return world_->test(rank_, operation.operation());
+}
 inline void transport::cancel(detail::operation* op) { world_->release(op); }
 
 inline void memory::copy(std::span<std::byte> dst, std::span<const std::byte> src) const {
@@ -518,7 +528,8 @@ inline void memory::copy(std::span<std::byte> dst, std::span<const std::byte> sr
 }
 
 template <class T, class Op>
-void memory::combine(std::span<T> dst, std::span<const T> a, std::span<const T> b, const Op& op) const {
+void memory::combine(std::span<T> dst, std::span<const T> a, std::span<const T> b,
+                     const Op& op) const {
   if (dst.empty()) return;
   if (!world_->skip_bytes(dst.data(), a.data(), b.data())) host_memory{}.combine(dst, a, b, op);
   world_->advance(rank_, world_->memory_seconds(3.0 * static_cast<double>(dst.size_bytes())));
@@ -528,7 +539,8 @@ template <class T, class Op>
 void memory::finalize(std::span<T> data, const Op& op, int ranks) const {
   if (data.empty()) return;
   if (!world_->skip_bytes(data.data())) host_memory{}.finalize(data, op, ranks);
-  if constexpr (has_finalize_v<Op, T>) world_->advance(rank_, world_->memory_seconds(2.0 * static_cast<double>(data.size_bytes())));
+  if constexpr (has_finalize_v<Op, T>)
+    world_->advance(rank_, world_->memory_seconds(2.0 * static_cast<double>(data.size_bytes())));
 }
 
 inline std::byte* memory::allocate(std::size_t bytes) const {
@@ -536,7 +548,8 @@ inline std::byte* memory::allocate(std::size_t bytes) const {
   return host_memory{}.allocate(bytes);
 }
 inline void memory::deallocate(std::byte* pointer, std::size_t bytes) const {
-  if (world_->mode() == payload::phantom) return detail::phantom_ranges::get().release(pointer, bytes);
+  if (world_->mode() == payload::phantom)
+    return detail::phantom_ranges::get().release(pointer, bytes);
   host_memory{}.deallocate(pointer, bytes);
 }
 

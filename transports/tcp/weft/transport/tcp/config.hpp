@@ -80,7 +80,8 @@ struct config {
       result.crowded_spin = *value;
     if (const auto value = env::microseconds("WEFT_TCP_SMALL_SPIN_US")) result.small_spin = *value;
     // Set but empty: an empty list, which keeps the system's congestion control.
-    if (const char* value = std::getenv("WEFT_TCP_LOCAL_CONGESTION")) result.local_congestion = value;
+    if (const char* value = std::getenv("WEFT_TCP_LOCAL_CONGESTION"))
+      result.local_congestion = value;
     if (const auto value = env::text("WEFT_BIND_ADDRESS")) result.bind_address = *value;
     if (const auto value = env::text("WEFT_SECRET")) result.secret = *value;
     return result;

@@ -9,8 +9,8 @@
 #pragma once
 
 #include "weft/bootstrap/failure_watch.hpp"
-#include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/secret.hpp"
+#include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/tcp_store_protocol.hpp"
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/owning_process.hpp"
@@ -105,7 +105,8 @@ class engine : public weft::detail::retiring<engine> {
       const auto spin_until = std::min(deadline, deadline_clock::now() + spin);
       unsigned polls = 0;
       connection* source = nullptr;  // a receive's connection, read here at every poll
-      if (!op->is_send && op->peer != rank_) source = connections_[static_cast<std::size_t>(op->peer)].get();
+      if (!op->is_send && op->peer != rank_)
+        source = connections_[static_cast<std::size_t>(op->peer)].get();
       do {
         if (source != nullptr) {
           drain(*source);  // reads nothing from a closed or paused connection
@@ -188,7 +189,8 @@ class engine : public weft::detail::retiring<engine> {
     }
   }
 
-  // Moves what can move without blocking; throws peer_lost once a rank is known lost (tcp/failure.hpp).
+  // Moves what can move without blocking; throws peer_lost once a rank is known lost
+  // (tcp/failure.hpp).
   void progress();
   // The messages in the unexpected queues that no receive has claimed (early_message_transport).
   std::size_t early_messages(std::span<weft::early_message> found) const {
@@ -211,8 +213,9 @@ class engine : public weft::detail::retiring<engine> {
   static constexpr std::chrono::milliseconds notice_time{200};
 
   bool any_sends_queued() const {
-    return std::any_of(connections_.begin(), connections_.end(),
-                       [](const auto& owned) { return owned && owned->open && !owned->sends.empty(); });
+    return std::any_of(connections_.begin(), connections_.end(), [](const auto& owned) {
+      return owned && owned->open && !owned->sends.empty();
+    });
   }
 
   // Start-up and orderly close (tcp/handshake.hpp): listen, publish, connect to the lower
@@ -326,14 +329,15 @@ class engine : public weft::detail::retiring<engine> {
   std::vector<buffer> spare_buffers_;  // of delivered early messages, oldest first
   std::size_t spare_bytes_ = 0;
   std::deque<operation*> self_sends_;
-  std::vector<std::string> peer_reason_;  // why each lost peer is lost
+  std::vector<std::string> peer_reason_;                // why each lost peer is lost
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's notice, through the store
-  int lost_rank_ = -1;                    // a rank lost without a goodbye: every wait fails
-  std::string given_up_reason_;           // another rank declared this one lost: every wait fails
-  bool closing_ = false;                  // closing: read and drop, report nothing
-  bool crowded_ = false;                  // this host runs more ranks than this process has CPUs
-  std::string system_congestion_;         // a new socket's congestion control (the system's)
-  std::string local_congestion_;          // connections to this host's ranks': choose_congestion (empty: the system's)
+  int lost_rank_ = -1;             // a rank lost without a goodbye: every wait fails
+  std::string given_up_reason_;    // another rank declared this one lost: every wait fails
+  bool closing_ = false;           // closing: read and drop, report nothing
+  bool crowded_ = false;           // this host runs more ranks than this process has CPUs
+  std::string system_congestion_;  // a new socket's congestion control (the system's)
+  std::string local_congestion_;   // connections to this host's ranks': choose_congestion (empty:
+                                   // the system's)
   std::string lost_reason_;
   bootstrap::store_detail::rejection_log rejected_;
   weft::detail::operation_pool<operation> pool_;

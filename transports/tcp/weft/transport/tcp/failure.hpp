@@ -27,37 +27,40 @@ inline bool engine::finished(operation* op) {
   const char* const direction = op->is_send ? " bytes to rank " : " bytes from rank ";
   if (op->state == status::failed && op->size_mismatch) {  // the two sides' calls differ
     throw error(errc::mismatch, "rank " + std::to_string(rank_) + " expected " +
-                                     std::to_string(op->size) + " bytes from rank " +
-                                     std::to_string(op->peer) + " but the message has " +
-                                     std::to_string(op->other_size) + " bytes (tag " +
-                                     std::to_string(op->tag) + ")");
+                                    std::to_string(op->size) + " bytes from rank " +
+                                    std::to_string(op->peer) + " but the message has " +
+                                    std::to_string(op->other_size) + " bytes (tag " +
+                                    std::to_string(op->tag) + ")");
   }
   if (!given_up_reason_.empty()) {
-    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
-                                     std::to_string(op->size) + direction + std::to_string(op->peer) +
-                                     ": the other ranks count this rank as lost (" + given_up_reason_ +
-                                     "); it was stopped or slower than their timeout",
+    throw error(errc::peer_lost,
+                "rank " + std::to_string(rank_) + " stopped " + verb + std::to_string(op->size) +
+                    direction + std::to_string(op->peer) +
+                    ": the other ranks count this rank as lost (" + given_up_reason_ +
+                    "); it was stopped or slower than their timeout",
                 rank_);
   }
   if (lost_rank_ >= 0) {
     throw error(errc::peer_lost,
                 "rank " + std::to_string(rank_) + " stopped " + verb + std::to_string(op->size) +
-                    direction + std::to_string(op->peer) + ": rank " +
-                    std::to_string(lost_rank_) + " is lost (" + lost_reason_ + ")",
+                    direction + std::to_string(op->peer) + ": rank " + std::to_string(lost_rank_) +
+                    " is lost (" + lost_reason_ + ")",
                 lost_rank_);
   }
   if (const int heard = failures_ ? failures_->lost() : -1;
-      heard >= 0 && heard != rank_ && op->state != status::done) {  // the job's notice, through the store
-    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " stopped " + verb +
-                                     std::to_string(op->size) + direction + std::to_string(op->peer) +
-                                     ": rank " + std::to_string(heard) + " is lost (" + failures_->why() + ")",
+      heard >= 0 && heard != rank_ &&
+      op->state != status::done) {  // the job's notice, through the store
+    throw error(errc::peer_lost,
+                "rank " + std::to_string(rank_) + " stopped " + verb + std::to_string(op->size) +
+                    direction + std::to_string(op->peer) + ": rank " + std::to_string(heard) +
+                    " is lost (" + failures_->why() + ")",
                 heard);
   }
   if (op->state == status::failed) {
-    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + " cannot finish " + verb +
-                                     std::to_string(op->size) + direction +
-                                     std::to_string(op->peer) + ": " +
-                                     peer_reason_[static_cast<std::size_t>(op->peer)],
+    throw error(errc::peer_lost,
+                "rank " + std::to_string(rank_) + " cannot finish " + verb +
+                    std::to_string(op->size) + direction + std::to_string(op->peer) + ": " +
+                    peer_reason_[static_cast<std::size_t>(op->peer)],
                 op->peer);
   }
   return false;
@@ -69,8 +72,9 @@ inline void engine::progress() {
   io_.restart();
   io_.poll();
   if (!given_up_reason_.empty()) {
-    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + ": the other ranks count this rank as lost (" +
-                                     given_up_reason_ + "); it was stopped or slower than their timeout",
+    throw error(errc::peer_lost,
+                "rank " + std::to_string(rank_) + ": the other ranks count this rank as lost (" +
+                    given_up_reason_ + "); it was stopped or slower than their timeout",
                 rank_);
   }
   int lost = lost_rank_;
@@ -80,7 +84,9 @@ inline void engine::progress() {
     why = failures_->why();
   }
   if (lost >= 0) {
-    throw error(errc::peer_lost, "rank " + std::to_string(rank_) + ": rank " + std::to_string(lost) + " is lost (" + why + ")",
+    throw error(errc::peer_lost,
+                "rank " + std::to_string(rank_) + ": rank " + std::to_string(lost) + " is lost (" +
+                    why + ")",
                 lost);
   }
 }

@@ -8,8 +8,8 @@
 #pragma once
 
 #include "weft/bootstrap/environment.hpp"
-#include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/secret.hpp"
+#include "weft/bootstrap/store.hpp"
 #include "weft/error.hpp"
 #include "weft/transport/tcp/engine.hpp"
 
@@ -118,7 +118,8 @@ inline void engine::meet(bootstrap::store& meeting) {
       if (their_size != std::to_string(size_) && setup_code_ != errc::mismatch) {
         // (it still gets this rank's hello: a lower rank learns of it from the refusal it sends)
         setup_failure_ = who() + " could not start: " +
-                         weft::detail::sizes_differ(who(), std::to_string(size_), "rank " + std::to_string(peer), their_size);
+                         weft::detail::sizes_differ(who(), std::to_string(size_),
+                                                    "rank " + std::to_string(peer), their_size);
         setup_code_ = errc::mismatch;
       }
     }
@@ -169,9 +170,13 @@ inline void engine::meet(bootstrap::store& meeting) {
   }
 }
 
-inline std::string engine::key_of(int peer) const { return settings_.prefix + "/tcp/" + std::to_string(peer); }
+inline std::string engine::key_of(int peer) const {
+  return settings_.prefix + "/tcp/" + std::to_string(peer);
+}
 
-inline std::string engine::cpus_key_of(int peer) const { return settings_.prefix + "/cpus/" + std::to_string(peer); }
+inline std::string engine::cpus_key_of(int peer) const {
+  return settings_.prefix + "/cpus/" + std::to_string(peer);
+}
 
 inline void engine::listen(bootstrap::store& meeting) {
   std::string host = settings_.bind_address;
@@ -250,13 +255,11 @@ inline void engine::connect(int peer, const std::string& where) {
         settle_congestion(raw->socket);
         asio::async_write(
             raw->socket, asio::buffer(*greeting),
-            [this, raw, peer, greeting, reply, fail](boost::system::error_code sent,
-                                                     std::size_t) {
+            [this, raw, peer, greeting, reply, fail](boost::system::error_code sent, std::size_t) {
               if (sent) return fail(sent.message());
               asio::async_read(
                   raw->socket, asio::buffer(*reply),
-                  [this, raw, peer, reply, fail](boost::system::error_code answered,
-                                                 std::size_t) {
+                  [this, raw, peer, reply, fail](boost::system::error_code answered, std::size_t) {
                     if (answered) {
                       return fail(answered == asio::error::eof
                                       ? "it closed the connection (is WEFT_SECRET the same on "
@@ -281,15 +284,17 @@ inline void engine::connect(int peer, const std::string& where) {
 // Connects `socket` to the first of `targets` from `next` on that answers, each attempt on a
 // socket opened here and given the local congestion control before it connects.
 template <class Done>
-inline void engine::connect_socket(tcp::socket& socket, std::shared_ptr<std::vector<tcp::endpoint>> targets,
-                    std::size_t next, Done done) {
+inline void engine::connect_socket(tcp::socket& socket,
+                                   std::shared_ptr<std::vector<tcp::endpoint>> targets,
+                                   std::size_t next, Done done) {
   if (next >= targets->size()) return done(asio::error::host_not_found);
   boost::system::error_code failure;
   if (socket.is_open()) socket.close(failure);
   socket.open((*targets)[next].protocol(), failure);
   if (failure) return done(failure);
   if (!local_congestion_.empty()) set_congestion(socket.native_handle(), local_congestion_);
-  socket.async_connect((*targets)[next], [this, &socket, targets, next, done](boost::system::error_code result) mutable {
+  socket.async_connect((*targets)[next], [this, &socket, targets, next,
+                                          done](boost::system::error_code result) mutable {
     if (result && result != asio::error::operation_aborted && next + 1 < targets->size()) {
       return connect_socket(socket, targets, next + 1, std::move(done));
     }
@@ -364,20 +369,21 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
         }
         const std::uint32_t peer = get32(in + 12);
         const std::uint32_t their_size = get32(in + 16);
-        if (their_size != static_cast<std::uint32_t>(size_) && (started_ || peer <= static_cast<std::uint32_t>(rank_))) {
+        if (their_size != static_cast<std::uint32_t>(size_) &&
+            (started_ || peer <= static_cast<std::uint32_t>(rank_))) {
           return reject("it belongs to a world of " + std::to_string(their_size) + " ranks, not " +
                         std::to_string(size_));
         }
         if (their_size == static_cast<std::uint32_t>(size_) &&
-            (peer <= static_cast<std::uint32_t>(rank_) || peer >= static_cast<std::uint32_t>(size_))) {
+            (peer <= static_cast<std::uint32_t>(rank_) ||
+             peer >= static_cast<std::uint32_t>(size_))) {
           return reject("rank " + std::to_string(peer) + " does not connect to rank " +
                         std::to_string(rank_));
         }
         if (peer < static_cast<std::uint32_t>(size_) && connections_[peer])
           return reject("rank " + std::to_string(peer) + " is already connected");
         const std::uint32_t secret_bytes = get32(in + 20);
-        if (secret_bytes > bootstrap::max_secret_bytes)
-          return reject("oversized secret");
+        if (secret_bytes > bootstrap::max_secret_bytes) return reject("oversized secret");
         state->secret.resize(secret_bytes);
         asio::async_read(
             *socket, asio::buffer(state->secret),
@@ -393,9 +399,9 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
               if (get32(state->fixed.data() + 16) != static_cast<std::uint32_t>(size_)) {
                 // A rank of this job (it knows the secret), started for another world size:
                 // the job cannot start. Every rank hears why, that one first.
-                const std::string why =
-                    weft::detail::sizes_differ("rank " + std::to_string(peer), std::to_string(get32(state->fixed.data() + 16)),
-                                               who(), std::to_string(size_));
+                const std::string why = weft::detail::sizes_differ(
+                    "rank " + std::to_string(peer), std::to_string(get32(state->fixed.data() + 16)),
+                    who(), std::to_string(size_));
                 refuse(socket, why);
                 failures_->report(static_cast<int>(peer), why);
                 if (!setup_failure_ || setup_code_ != errc::mismatch) {
@@ -444,17 +450,24 @@ inline void engine::refuse(std::shared_ptr<tcp::socket> socket, const std::strin
 // The rest of a refusal from `peer`: the reason, which fails this rank's start-up.
 inline void engine::read_refusal(tcp::socket& socket, int peer) {
   auto length = std::make_shared<std::array<std::byte, 4>>();
-  asio::async_read(socket, asio::buffer(*length), [this, &socket, peer, length](boost::system::error_code failure, std::size_t) {
-    const std::size_t bytes = failure ? 0 : std::min<std::size_t>(get32(length->data()), max_refusal_bytes);
-    auto text = std::make_shared<std::string>(bytes, '\0');
-    asio::async_read(socket, asio::buffer(*text), [this, peer, text](boost::system::error_code unread, std::size_t) {
-      ++connects_ended_;
-      if (setup_failure_) return;
-      setup_failure_ = "rank " + std::to_string(rank_) + " could not start: rank " + std::to_string(peer) +
-                       " refused its connection" + (unread || text->empty() ? std::string() : ": " + *text);
-      if (!weft::detail::quoted_sizes(*text).empty()) setup_code_ = errc::mismatch;
-    });
-  });
+  asio::async_read(
+      socket, asio::buffer(*length),
+      [this, &socket, peer, length](boost::system::error_code failure, std::size_t) {
+        const std::size_t bytes =
+            failure ? 0 : std::min<std::size_t>(get32(length->data()), max_refusal_bytes);
+        auto text = std::make_shared<std::string>(bytes, '\0');
+        asio::async_read(socket, asio::buffer(*text),
+                         [this, peer, text](boost::system::error_code unread, std::size_t) {
+                           ++connects_ended_;
+                           if (setup_failure_) return;
+                           setup_failure_ =
+                               "rank " + std::to_string(rank_) + " could not start: rank " +
+                               std::to_string(peer) + " refused its connection" +
+                               (unread || text->empty() ? std::string() : ": " + *text);
+                           if (!weft::detail::quoted_sizes(*text).empty())
+                             setup_code_ = errc::mismatch;
+                         });
+      });
 }
 
 inline std::string engine::who() const { return "rank " + std::to_string(rank_); }

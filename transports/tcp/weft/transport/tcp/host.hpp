@@ -60,7 +60,8 @@ inline void engine::size_buffers(tcp::socket& socket, int bytes) {
 // if they suffice; otherwise (ranks bound to cores by a launcher) the union of the local
 // ranks' sets, which each published at start-up: two ranks bound to two different cores have
 // one each, two bound to one core share it.
-inline void engine::adapt_to_crowding(bootstrap::store& meeting, deadline_clock::time_point deadline) {
+inline void engine::adapt_to_crowding(bootstrap::store& meeting,
+                                      deadline_clock::time_point deadline) {
   std::vector<int> local_peers;
   for (auto& owned : connections_) {
     if (owned && same_host(owned->socket)) local_peers.push_back(owned->peer);
@@ -77,7 +78,8 @@ inline void engine::adapt_to_crowding(bootstrap::store& meeting, deadline_clock:
   if (known && ranks_here <= CPU_COUNT(&cpus)) return;
   crowded_ = true;
   for (const int peer : local_peers) {
-    size_buffers(connections_[static_cast<std::size_t>(peer)]->socket, settings_.crowded_socket_buffer_bytes);
+    size_buffers(connections_[static_cast<std::size_t>(peer)]->socket,
+                 settings_.crowded_socket_buffer_bytes);
   }
 }
 
@@ -93,7 +95,8 @@ inline std::string engine::congestion_of(int handle) {
 }
 
 inline bool engine::set_congestion(int handle, const std::string& name) {
-  return ::setsockopt(handle, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0;
+  return ::setsockopt(handle, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                      static_cast<socklen_t>(name.size())) == 0;
 }
 
 // The first of config::local_congestion's names the kernel takes for this socket (one that is
@@ -108,8 +111,8 @@ inline std::string engine::choose_congestion(int handle) const {
 }
 
 inline void engine::settle_congestion(tcp::socket& socket) const {
-  if (!local_congestion_.empty() && local_congestion_ != system_congestion_ && !system_congestion_.empty() &&
-      !same_host(socket)) {
+  if (!local_congestion_.empty() && local_congestion_ != system_congestion_ &&
+      !system_congestion_.empty() && !same_host(socket)) {
     set_congestion(socket.native_handle(), system_congestion_);
   }
 }
@@ -142,7 +145,9 @@ inline bool engine::read_cpus(const std::string& text, cpu_set_t& into) {
     const std::string_view item = weft::detail::next_item(rest);
     int cpu = -1;
     const auto [last, failure] = std::from_chars(item.data(), item.data() + item.size(), cpu);
-    if (failure != std::errc{} || last != item.data() + item.size() || cpu < 0 || cpu >= CPU_SETSIZE) return false;
+    if (failure != std::errc{} || last != item.data() + item.size() || cpu < 0 ||
+        cpu >= CPU_SETSIZE)
+      return false;
     CPU_SET(cpu, &into);
   }
   return !text.empty();

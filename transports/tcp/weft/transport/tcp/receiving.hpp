@@ -238,7 +238,8 @@ inline void engine::finish_payload(connection& c) {
 // one of a fitting size (at least the payload and at most 4 times it), else a new one.
 inline std::unique_ptr<message> engine::early_message(tag_t tag, std::size_t size) {
   // Kept buffers hold inbox_bytes or more, so a payload below a quarter of that fits none.
-  for (auto it = spare_buffers_.begin(); size >= inbox_bytes / 4 && it != spare_buffers_.end(); ++it) {
+  for (auto it = spare_buffers_.begin(); size >= inbox_bytes / 4 && it != spare_buffers_.end();
+       ++it) {
     if (it->capacity >= size && it->capacity / 4 <= size) {
       buffer kept = std::move(*it);
       spare_bytes_ -= kept.capacity;
@@ -246,14 +247,15 @@ inline std::unique_ptr<message> engine::early_message(tag_t tag, std::size_t siz
       return std::make_unique<message>(tag, size, std::move(kept));
     }
   }
-  return std::make_unique<message>(tag, size, buffer{std::unique_ptr<std::byte[]>(new std::byte[size]), size});
+  return std::make_unique<message>(tag, size,
+                                   buffer{std::unique_ptr<std::byte[]>(new std::byte[size]), size});
 }
 
 // Removes a delivered early message from its peer's queue, keeping its buffer for the next
 // ones: small buffers are cheap to allocate and go back, and past early_buffer_cache bytes
 // the oldest kept ones go first.
 inline void engine::forget_early(std::deque<std::unique_ptr<message>>& queue,
-                  std::deque<std::unique_ptr<message>>::iterator it) {
+                                 std::deque<std::unique_ptr<message>>::iterator it) {
   buffer b = std::move((*it)->storage);
   queue.erase(it);
   if (b.capacity < inbox_bytes || b.capacity > settings_.early_buffer_cache) return;

@@ -8,8 +8,8 @@
 // notice with its reason), goodbye (an orderly close).
 #pragma once
 
-#include "weft/error.hpp"
 #include "weft/detail/little_endian.hpp"
+#include "weft/error.hpp"
 #include "weft/transport.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -34,9 +34,10 @@ using weft::detail::put64;
 
 inline constexpr char hello_magic[8] = {'W', 'E', 'F', 'T', 'T', 'C', 'P', '1'};
 inline constexpr std::uint32_t protocol_version = 1;
-inline constexpr std::size_t hello_bytes = 24;   // magic | version | rank | size | secret bytes
-inline constexpr std::size_t ack_bytes = 16;     // magic | version | rank
-// An acknowledgement with this rank refuses the hello: the reason's length (32 bits) and text follow.
+inline constexpr std::size_t hello_bytes = 24;  // magic | version | rank | size | secret bytes
+inline constexpr std::size_t ack_bytes = 16;    // magic | version | rank
+// An acknowledgement with this rank refuses the hello: the reason's length (32 bits) and text
+// follow.
 inline constexpr std::uint32_t refusal = 0xffffffff;
 inline constexpr std::size_t max_refusal_bytes = 1024;
 inline constexpr std::size_t header_bytes = 24;  // kind | zero | tag | length

@@ -11,7 +11,8 @@ namespace weft::shm::ordered {
 // staged there by this rank's stream (whole, up to a piece's size), or by a staging lane in
 // pieces through two areas the receiver empties in turn.
 template <sharing_backend Backend>
-auto world<Backend>::post_send(int peer, tag_t tag, const std::byte* data, std::size_t size) -> operation* {
+auto world<Backend>::post_send(int peer, tag_t tag, const std::byte* data, std::size_t size)
+    -> operation* {
   std::unique_lock lock(mutex_);
   refuse_if_aborted();
   wait_for_room(lock, peer, views_[static_cast<std::size_t>(peer)]);
@@ -46,7 +47,8 @@ auto world<Backend>::post_send(int peer, tag_t tag, const std::byte* data, std::
 // by a staging lane (after this rank's stream reaches the post; area i % 2 once the receiver
 // has read piece i - 2), each piece announced by the `ready` flag and given back by `consumed`.
 template <sharing_backend Backend>
-void world<Backend>::stage_in_pieces(operation& op, announced& e, std::unique_lock<std::mutex>& lock) {
+void world<Backend>::stage_in_pieces(operation& op, announced& e,
+                                     std::unique_lock<std::mutex>& lock) {
   const std::size_t piece = config_.stage_piece_bytes;
   const auto pieces = static_cast<std::uint32_t>((op.size + piece - 1) / piece);
   std::byte* areas[2] = {stage(lock, piece), stage(lock, piece)};
@@ -62,7 +64,8 @@ void world<Backend>::stage_in_pieces(operation& op, announced& e, std::unique_lo
                            [](const auto& l) { return l->last.word == nullptr || l->last.done(); });
   if (idle == staging_lanes.end()) {
     const stream_type s = backend_.make_stream(device_);
-    staging_lanes.push_back(std::make_unique<lane>(lane{s, memory_type(backend_.memory_on(device_, s), allocator_.get()), {}, {}}));
+    staging_lanes.push_back(std::make_unique<lane>(
+        lane{s, memory_type(backend_.memory_on(device_, s), allocator_.get()), {}, {}}));
     idle = std::prev(staging_lanes.end());
   }
   lane& l = **idle;
@@ -86,8 +89,9 @@ void world<Backend>::stage_in_pieces(operation& op, announced& e, std::unique_lo
 }
 
 template <sharing_backend Backend>
-auto world<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t size, const weft::detail::reducer* combine,
-                               const std::byte* own) -> operation* {
+auto world<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t size,
+                               const weft::detail::reducer* combine, const std::byte* own)
+    -> operation* {
   std::lock_guard lock(mutex_);
   refuse_if_aborted();
   operation* op = acquire(false, peer, rank_, tag, size);
@@ -98,7 +102,8 @@ auto world<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t
   const auto p = static_cast<std::size_t>(peer);
   drain(peer);
   auto& waiting = arrived_[p];
-  const auto found = std::find_if(waiting.begin(), waiting.end(), [&](const announced& e) { return e.tag == tag; });
+  const auto found = std::find_if(waiting.begin(), waiting.end(),
+                                  [&](const announced& e) { return e.tag == tag; });
   if (found == waiting.end()) {
     pending_[p].push_back(op);
     return op;
@@ -112,13 +117,17 @@ auto world<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t
 
 // Waits (the lock released) until the receiver's FIFO from this rank has room.
 template <sharing_backend Backend>
-void world<Backend>::wait_for_room(std::unique_lock<std::mutex>& lock, int peer, const region_view& to) {
+void world<Backend>::wait_for_room(std::unique_lock<std::mutex>& lock, int peer,
+                                   const region_view& to) {
   const auto p = static_cast<std::size_t>(peer);
   stall_until(
-      lock, [&] { return sent_[p] - to.tail(rank_)->value.load(std::memory_order_acquire) < shape_.envelopes; },
+      lock,
       [&] {
-        return "rank " + std::to_string(peer) + " has not read the last " + std::to_string(shape_.envelopes) +
-               " messages this rank sent it";
+        return sent_[p] - to.tail(rank_)->value.load(std::memory_order_acquire) < shape_.envelopes;
+      },
+      [&] {
+        return "rank " + std::to_string(peer) + " has not read the last " +
+               std::to_string(shape_.envelopes) + " messages this rank sent it";
       });
 }
 
@@ -126,11 +135,14 @@ void world<Backend>::wait_for_room(std::unique_lock<std::mutex>& lock, int peer,
 template <sharing_backend Backend>
 auto world<Backend>::stage(std::unique_lock<std::mutex>& lock, std::size_t bytes) -> std::byte* {
   if (bytes > config_.pool_bytes) {
-    throw error(errc::invalid_argument,
-                who() + ": a message of " + std::to_string(bytes) + " bytes from outside the pool cannot be staged "
-                        "through a pool of " + std::to_string(config_.pool_bytes) +
-                        " bytes; allocate the buffer from comm.memory() (read in place, one copy) or raise the "
-                        "pool's size; nothing was sent");
+    throw error(
+        errc::invalid_argument,
+        who() + ": a message of " + std::to_string(bytes) +
+            " bytes from outside the pool cannot be staged "
+            "through a pool of " +
+            std::to_string(config_.pool_bytes) +
+            " bytes; allocate the buffer from comm.memory() (read in place, one copy) or raise the "
+            "pool's size; nothing was sent");
   }
   std::byte* area = nullptr;
   stall_until(
@@ -140,7 +152,10 @@ auto world<Backend>::stage(std::unique_lock<std::mutex>& lock, std::size_t bytes
         area = allocator_->take(bytes);
         return area != nullptr;
       },
-      [&] { return "the pool (" + std::to_string(config_.pool_bytes) + " bytes) stayed full of messages not yet received"; });
+      [&] {
+        return "the pool (" + std::to_string(config_.pool_bytes) +
+               " bytes) stayed full of messages not yet received";
+      });
   return area;
 }
 
@@ -152,7 +167,8 @@ void world<Backend>::stall_until(std::unique_lock<std::mutex>& lock, Ready ready
   const auto deadline = deadline_clock::now() + config_.stall_timeout;
   while (!ready()) {
     if (deadline_clock::now() >= deadline) {
-      throw error(errc::timeout, who() + ": " + what() + " for " + std::to_string(config_.stall_timeout.count()) + " ms");
+      throw error(errc::timeout, who() + ": " + what() + " for " +
+                                     std::to_string(config_.stall_timeout.count()) + " ms");
     }
     lock.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -179,15 +195,17 @@ void world<Backend>::drain(int sender) {
   while (true) {
     envelope& e = *here.slot(sender, read_[s]);
     if (e.sequence.load(std::memory_order_acquire) != read_[s] + 1) return;
-    const announced copy{e.tag,  e.bytes, e.where,  e.out_bytes,   e.out_where, e.posted,         e.flag, e.value,
-                         e.kind, e.pieces, e.ready, e.ready_value, e.consumed,  e.consumed_value};
+    const announced copy{e.tag,    e.bytes,       e.where,    e.out_bytes,     e.out_where,
+                         e.posted, e.flag,        e.value,    e.kind,          e.pieces,
+                         e.ready,  e.ready_value, e.consumed, e.consumed_value};
     here.tail(sender)->value.store(++read_[s], std::memory_order_release);
     if (copy.kind != 0) {
       arrive_part(sender, copy);
       continue;
     }
     auto& queue = pending_[s];
-    const auto found = std::find_if(queue.begin(), queue.end(), [&](const operation* op) { return op->tag == copy.tag; });
+    const auto found = std::find_if(queue.begin(), queue.end(),
+                                    [&](const operation* op) { return op->tag == copy.tag; });
     if (found == queue.end()) {
       arrived_[s].push_back(copy);
       continue;
@@ -218,9 +236,10 @@ void world<Backend>::transfer(operation& op, const announced& e) {
     return static_cast<std::int32_t>(a - b) < 0;
   });
   const std::uint32_t posts[] = {e.posted, op.posted};
-  lane& l = weft::stream::detail::lane_after(backend_, lanes_[p], device_, posts, [&](int d, stream_type s) {
-    return memory_type(backend_.memory_on(d, s), allocator_.get());
-  });
+  lane& l = weft::stream::detail::lane_after(
+      backend_, lanes_[p], device_, posts, [&](int d, stream_type s) {
+        return memory_type(backend_.memory_on(d, s), allocator_.get());
+      });
   const flag_wait waits[] = {{from.posted(), e.posted}, {mine().posted(), op.posted}};
   weft::stream::detail::enqueue_waits(backend_, l.stream, std::span<const flag_wait>(waits));
   const std::size_t n = op.size;
@@ -232,11 +251,13 @@ void world<Backend>::transfer(operation& op, const announced& e) {
     const std::byte* source = pool_bases_[p] + (i % 2 == 0 ? e.where : e.out_where);
     if (e.pieces > 1) backend_.wait_flag(l.stream, from.flags() + e.ready, e.ready_value + i);
     if (op.combine) {
-      op.combine->apply_in(l.memory, {op.recv_data + offset, bytes}, {op.own + offset, bytes}, {source, bytes});
+      op.combine->apply_in(l.memory, {op.recv_data + offset, bytes}, {op.own + offset, bytes},
+                           {source, bytes});
     } else {
       l.memory.copy({op.recv_data + offset, bytes}, {source, bytes});
     }
-    if (e.pieces > 1) backend_.write_flag(l.stream, from.flags() + e.consumed, e.consumed_value + i);
+    if (e.pieces > 1)
+      backend_.write_flag(l.stream, from.flags() + e.consumed, e.consumed_value + i);
   }
   backend_.write_flag(l.stream, op.done.word, op.done.value);
   backend_.write_flag(l.stream, sender_done, e.value);

@@ -49,11 +49,11 @@ struct alignas(cache_line) envelope {
   std::uint64_t where;      // its offset in the sender's pool
   std::uint64_t out_bytes;  // a part's output bytes
   std::uint64_t out_where;  // and its offset in the sender's pool
-  std::uint32_t posted;     // the sender's post: its `posted` word reaches it once the data is there
-  std::uint32_t flag;       // a message: the sender's done flag (an index into its flags), written
-                            // when read; a part: the flag the sender's share raises when done
-  std::uint32_t value;      // what that flag is raised to
-  std::uint32_t kind;       // 0: a message; else 1 + the collective of a part
+  std::uint32_t posted;  // the sender's post: its `posted` word reaches it once the data is there
+  std::uint32_t flag;    // a message: the sender's done flag (an index into its flags), written
+                         // when read; a part: the flag the sender's share raises when done
+  std::uint32_t value;   // what that flag is raised to
+  std::uint32_t kind;    // 0: a message; else 1 + the collective of a part
   // A message staged in pieces (pieces > 1): `where` and `out_where` are the two areas the
   // sender's staging lane fills in turn, `out_bytes` a piece's bytes; the lane raises `ready`
   // to ready_value + i once piece i is in its area, the receiver's transfer raises `consumed`
@@ -93,14 +93,23 @@ struct region_view {
   const layout* shape = nullptr;
 
   control_block* control() const { return reinterpret_cast<control_block*>(base); }
-  state_block* state() const { return reinterpret_cast<state_block*>(base + layout::state_offset()); }
-  std::uint32_t* posted() const { return reinterpret_cast<std::uint32_t*>(base + layout::posted_offset()); }
-  shared_counter* tail(int sender) const { return reinterpret_cast<shared_counter*>(base + shape->fifo_offset(sender)); }
+  state_block* state() const {
+    return reinterpret_cast<state_block*>(base + layout::state_offset());
+  }
+  std::uint32_t* posted() const {
+    return reinterpret_cast<std::uint32_t*>(base + layout::posted_offset());
+  }
+  shared_counter* tail(int sender) const {
+    return reinterpret_cast<shared_counter*>(base + shape->fifo_offset(sender));
+  }
   envelope* slot(int sender, std::uint64_t sequence) const {
-    auto* first = reinterpret_cast<envelope*>(base + shape->fifo_offset(sender) + sizeof(shared_counter));
+    auto* first =
+        reinterpret_cast<envelope*>(base + shape->fifo_offset(sender) + sizeof(shared_counter));
     return first + sequence % shape->envelopes;
   }
-  std::uint32_t* flags() const { return reinterpret_cast<std::uint32_t*>(base + shape->flags_offset()); }
+  std::uint32_t* flags() const {
+    return reinterpret_cast<std::uint32_t*>(base + shape->flags_offset());
+  }
 };
 
 // The flag memory of weft::stream::flag_pool: chunks of this rank's region, never freed.
@@ -109,8 +118,9 @@ class region_flags {
   region_flags(std::uint32_t* first, std::size_t count) : next_(first), left_(count) {}
   std::uint32_t* allocate_flags(std::size_t n) {
     if (n > left_) {
-      throw error(errc::transport, "stream-ordered transport: more than " + std::to_string(used_) +
-                                       " messages in flight at once; wait for some before posting more");
+      throw error(errc::transport,
+                  "stream-ordered transport: more than " + std::to_string(used_) +
+                      " messages in flight at once; wait for some before posting more");
     }
     std::uint32_t* chunk = next_;
     next_ += n;

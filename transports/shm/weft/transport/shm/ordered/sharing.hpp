@@ -29,20 +29,20 @@ namespace weft::shm::ordered {
 //      device's streams then wait on and write;
 //   4. devices(): how many devices this process sees.
 template <class B>
-concept sharing_backend =
-    weft::stream::backend<B> && requires(B& b, int device, int fd, std::string_view handle, std::size_t n,
-                                         std::byte* p, typename B::pool_type& pool, typename B::mapped_type& mapped) {
-      { b.make_pool(device, n) } -> std::same_as<typename B::pool_type>;
-      { b.map_pool(device, fd, handle, n) } -> std::same_as<typename B::mapped_type>;
-      { pool.data() } -> std::same_as<std::byte*>;
-      { pool.bytes() } -> std::same_as<std::size_t>;
-      { pool.descriptor() } -> std::same_as<int>;
-      { pool.handle() } -> std::same_as<std::string>;
-      { mapped.data() } -> std::same_as<std::byte*>;
-      { b.register_host(p, n) };
-      { b.unregister_host(p) };
-      { b.devices() } -> std::same_as<int>;
-    };
+concept sharing_backend = weft::stream::backend<B> &&
+    requires(B& b, int device, int fd, std::string_view handle, std::size_t n, std::byte* p,
+             typename B::pool_type& pool, typename B::mapped_type& mapped) {
+  { b.make_pool(device, n) } -> std::same_as<typename B::pool_type>;
+  { b.map_pool(device, fd, handle, n) } -> std::same_as<typename B::mapped_type>;
+  { pool.data() } -> std::same_as<std::byte*>;
+  { pool.bytes() } -> std::same_as<std::size_t>;
+  { pool.descriptor() } -> std::same_as<int>;
+  { pool.handle() } -> std::same_as<std::string>;
+  { mapped.data() } -> std::same_as<std::byte*>;
+  {b.register_host(p, n)};
+  {b.unregister_host(p)};
+  { b.devices() } -> std::same_as<int>;
+};
 
 // The memory space of a stream-ordered rank: the backend's (copies and combines on the rank's
 // stream), with allocations from the rank's pool while it has room. A send from the pool is
@@ -50,7 +50,8 @@ concept sharing_backend =
 template <class Inner>
 class pooled_memory : public Inner {
  public:
-  pooled_memory(Inner inner, weft::shm::detail::pool* shared) : Inner(std::move(inner)), pool_(shared) {}
+  pooled_memory(Inner inner, weft::shm::detail::pool* shared)
+      : Inner(std::move(inner)), pool_(shared) {}
 
   std::byte* allocate(std::size_t bytes) const {
     if (std::byte* pointer = pool_->take(bytes)) return pointer;
@@ -63,7 +64,9 @@ class pooled_memory : public Inner {
       Inner::deallocate(pointer, bytes);
     }
   }
-  bool in_pool(const std::byte* pointer, std::size_t bytes) const { return pool_->contains(pointer, bytes); }
+  bool in_pool(const std::byte* pointer, std::size_t bytes) const {
+    return pool_->contains(pointer, bytes);
+  }
 
  private:
   weft::shm::detail::pool* pool_;
@@ -97,7 +100,9 @@ class host_sharing : public weft::stream::host_streams {
     weft::shm::detail::mapping region_;
   };
 
-  pool_type make_pool(int, std::size_t bytes) { return pool_type(weft::shm::detail::create_region(bytes)); }
+  pool_type make_pool(int, std::size_t bytes) {
+    return pool_type(weft::shm::detail::create_region(bytes));
+  }
   mapped_type map_pool(int, int descriptor, std::string_view, std::size_t bytes) {
     auto region = weft::shm::detail::map_region(descriptor, bytes, "a peer's pool");
     region.forget_descriptor();

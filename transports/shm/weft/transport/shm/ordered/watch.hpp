@@ -21,14 +21,16 @@ void world<Backend>::progress() {
       try {
         for (int sender = 0; sender < size_; ++sender) drain(sender);
         watch_peers();
-      } catch (const std::exception& failure) {  // a device error while enqueuing: nothing runs any more
+      } catch (
+          const std::exception& failure) {  // a device error while enqueuing: nothing runs any more
         abort_locked(std::string("its progress thread failed: ") + failure.what(), errc::transport);
       }
       control->sleeping.store(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       more = news();
     }
-    if (!more && !stopping_.load()) detail::futex_wait(control->doorbell, seen, std::chrono::milliseconds(20));
+    if (!more && !stopping_.load())
+      detail::futex_wait(control->doorbell, seen, std::chrono::milliseconds(20));
     control->sleeping.store(0, std::memory_order_relaxed);
   }
 }
@@ -39,7 +41,8 @@ bool world<Backend>::news() const {
   const region_view here = mine();
   for (int sender = 0; sender < size_; ++sender) {
     const auto s = static_cast<std::size_t>(sender);
-    if (here.slot(sender, read_[s])->sequence.load(std::memory_order_acquire) == read_[s] + 1) return true;
+    if (here.slot(sender, read_[s])->sequence.load(std::memory_order_acquire) == read_[s] + 1)
+      return true;
   }
   return false;
 }
@@ -55,25 +58,26 @@ void world<Backend>::watch_peers() {
     if (pidfds_[p] >= 0 && views_[p].control()->closed.load(std::memory_order_acquire) == 0) {
       pollfd one{pidfds_[p], POLLIN, 0};
       if (::poll(&one, 1, 0) > 0) {
-        abort_locked("rank " + std::to_string(peer) + " was lost: its process (pid " + std::to_string(pids_[p]) +
-                         ") ended",
+        abort_locked("rank " + std::to_string(peer) + " was lost: its process (pid " +
+                         std::to_string(pids_[p]) + ") ended",
                      errc::peer_lost);
         return;
       }
     }
     if (views_[p].control()->closed.load(std::memory_order_acquire) != 0 && waits_on(peer)) {
-      abort_locked("rank " + std::to_string(peer) + " closed its transport while this rank still waits for it",
+      abort_locked("rank " + std::to_string(peer) +
+                       " closed its transport while this rank still waits for it",
                    errc::peer_lost);
       return;
     }
     const state_block* state = views_[p].state();
     if (state->aborted.load(std::memory_order_acquire) != 0) {
-      abort_locked(std::string(state->reason, strnlen(state->reason, sizeof state->reason)), errc::peer_lost);
+      abort_locked(std::string(state->reason, strnlen(state->reason, sizeof state->reason)),
+                   errc::peer_lost);
       return;
     }
   }
 }
-
 
 // Locked. Releases this rank's streams and lanes, withdraws what is unmatched, and says so in
 // this rank's region so that every peer aborts too.
@@ -97,7 +101,8 @@ void world<Backend>::abort_locked(const std::string& reason, errc code) {
   for (int peer = 0; peer < size_; ++peer) {  // lanes waiting on a post that may never come
     const region_view v = views_[static_cast<std::size_t>(peer)];
     if (v.base == nullptr) continue;
-    const std::uint32_t highest = peer == rank_ ? posted_ : highest_post_[static_cast<std::size_t>(peer)];
+    const std::uint32_t highest =
+        peer == rank_ ? posted_ : highest_post_[static_cast<std::size_t>(peer)];
     if (!reached(read_flag(v.posted()), highest)) store_flag(v.posted(), highest);
   }
   for (auto& queue : pending_) {
@@ -107,7 +112,8 @@ void world<Backend>::abort_locked(const std::string& reason, errc code) {
   for (auto& g : wholes_) {  // lanes waiting for the peers' shares of a whole collective
     for (int peer = 0; peer < size_ && g->enqueued; ++peer) {
       const announced& part = g->from[static_cast<std::size_t>(peer)];
-      if (peer != rank_) store_flag(views_[static_cast<std::size_t>(peer)].flags() + part.flag, part.value);
+      if (peer != rank_)
+        store_flag(views_[static_cast<std::size_t>(peer)].flags() + part.flag, part.value);
     }
   }
 }
@@ -115,15 +121,18 @@ void world<Backend>::abort_locked(const std::string& reason, errc code) {
 template <sharing_backend Backend>
 error world<Backend>::timed_out(std::chrono::milliseconds timeout) {
   std::lock_guard lock(mutex_);
-  const std::string head = who() + " (device " + std::to_string(device_) + "): its stream did not finish within " +
+  const std::string head = who() + " (device " + std::to_string(device_) +
+                           "): its stream did not finish within " +
                            std::to_string(timeout.count()) + " ms";
   for (const auto& g : wholes_) {  // a whole collective some rank has not posted its part of
-    if (!g->enqueued && g->mine) return error(errc::timeout, head + weft::stream::detail::missing_parts(*g));
+    if (!g->enqueued && g->mine)
+      return error(errc::timeout, head + weft::stream::detail::missing_parts(*g));
   }
   for (const auto& w : waits_) {
     if (!w.done.done()) return error(errc::timeout, head + weft::stream::detail::waiting_for(w));
   }
-  return error(errc::timeout, head + "; it waits for no other rank: the device is still busy with its own work");
+  return error(errc::timeout,
+               head + "; it waits for no other rank: the device is still busy with its own work");
 }
 
 // Locked. Whether this rank still waits for `peer`: a receive from it unmatched, a transfer with

@@ -17,13 +17,15 @@
 namespace weft::shm::ordered {
 
 template <sharing_backend Backend>
-auto world<Backend>::post_collective(collective kind, std::span<const std::byte> in, std::span<std::byte> out,
-                                     const weft::detail::reducer* combine, tag_t tag) -> operation* {
+auto world<Backend>::post_collective(collective kind, std::span<const std::byte> in,
+                                     std::span<std::byte> out, const weft::detail::reducer* combine,
+                                     tag_t tag) -> operation* {
   std::unique_lock lock(mutex_);
   refuse_if_aborted();
   whole_group& g = group_of(tag);
   if (g.arrived == 0) g.kind = kind;
-  if (auto message = weft::stream::detail::conflict(g, rank_, kind, in.size(), out.size(), note_.kind, note_.step)) {
+  if (auto message = weft::stream::detail::conflict(g, rank_, kind, in.size(), out.size(),
+                                                    note_.kind, note_.step)) {
     abort_locked(*message, errc::mismatch);
     throw error(errc::mismatch, *message);
   }
@@ -90,8 +92,12 @@ auto world<Backend>::group_of(tag_t tag) -> whole_group& {
 template <sharing_backend Backend>
 void world<Backend>::join(whole_group& g, int rank, const announced& part) {
   const auto r = static_cast<std::size_t>(rank);
-  g.parts[r] = {pool_bases_[r] + part.where, pool_bases_[r] + part.out_where, static_cast<std::size_t>(part.bytes),
-                static_cast<std::size_t>(part.out_bytes), part.posted, true};
+  g.parts[r] = {pool_bases_[r] + part.where,
+                pool_bases_[r] + part.out_where,
+                static_cast<std::size_t>(part.bytes),
+                static_cast<std::size_t>(part.out_bytes),
+                part.posted,
+                true};
   g.from[r] = part;
   if (++g.arrived == size_ && g.mine) enqueue_whole(g);
 }
@@ -102,8 +108,9 @@ void world<Backend>::arrive_part(int sender, const announced& part) {
   whole_group& g = group_of(part.tag);
   const auto kind = static_cast<collective>(part.kind - 1);
   if (g.arrived == 0) g.kind = kind;
-  if (auto message = weft::stream::detail::conflict(g, sender, kind, static_cast<std::size_t>(part.bytes),
-                                                    static_cast<std::size_t>(part.out_bytes), kind, 0)) {
+  if (auto message =
+          weft::stream::detail::conflict(g, sender, kind, static_cast<std::size_t>(part.bytes),
+                                         static_cast<std::size_t>(part.out_bytes), kind, 0)) {
     abort_locked(*message, errc::mismatch);
     return;
   }
@@ -117,20 +124,23 @@ void world<Backend>::enqueue_whole(whole_group& g) {
   std::vector<flag_wait> waits;
   for (int r = 0; r < size_; ++r) {
     posts.push_back(g.parts[static_cast<std::size_t>(r)].posted);
-    waits.push_back({views_[static_cast<std::size_t>(r)].posted(), g.parts[static_cast<std::size_t>(r)].posted});
+    waits.push_back({views_[static_cast<std::size_t>(r)].posted(),
+                     g.parts[static_cast<std::size_t>(r)].posted});
   }
-  lane& l = weft::stream::detail::lane_after(backend_, lanes_[static_cast<std::size_t>(size_)], device_, posts, [&](int d, stream_type s) {
-    return memory_type(backend_.memory_on(d, s), allocator_.get());
-  });
+  lane& l = weft::stream::detail::lane_after(
+      backend_, lanes_[static_cast<std::size_t>(size_)], device_, posts, [&](int d, stream_type s) {
+        return memory_type(backend_.memory_on(d, s), allocator_.get());
+      });
   weft::stream::detail::enqueue_waits(backend_, l.stream, waits);
   const std::size_t element_size = g.combine ? g.combine->element_size() : 1;
   const int me[] = {rank_};
-  for (const auto& work : weft::stream::detail::share_of(g, static_cast<std::size_t>(rank_),
-                                                         static_cast<std::size_t>(size_), me, element_size)) {
+  for (const auto& work : weft::stream::detail::share_of(
+           g, static_cast<std::size_t>(rank_), static_cast<std::size_t>(size_), me, element_size)) {
     if (g.combine) {
       g.combine->apply_all_in(l.memory, work.outs, work.ins, work.bytes);
     } else {
-      for (std::byte* out : work.outs) l.memory.copy({out, work.bytes}, {work.ins.front(), work.bytes});
+      for (std::byte* out : work.outs)
+        l.memory.copy({out, work.bytes}, {work.ins.front(), work.bytes});
     }
   }
   const announced& mine = g.from[static_cast<std::size_t>(rank_)];
@@ -138,7 +148,8 @@ void world<Backend>::enqueue_whole(whole_group& g) {
   std::vector<flag_wait> shares;
   for (int r = 0; r < size_; ++r) {
     const announced& part = g.from[static_cast<std::size_t>(r)];
-    if (r != rank_) shares.push_back({views_[static_cast<std::size_t>(r)].flags() + part.flag, part.value});
+    if (r != rank_)
+      shares.push_back({views_[static_cast<std::size_t>(r)].flags() + part.flag, part.value});
   }
   weft::stream::detail::enqueue_waits(backend_, l.stream, shares);
   backend_.write_flag(l.stream, g.complete.word, g.complete.value);
@@ -154,7 +165,8 @@ void world<Backend>::wait_whole(operation* op) {
   auto& g = *static_cast<whole_group*>(op->whole);
   backend_.wait_flag(stream_, op->done.word, op->done.value);
   if (g.staged_out != nullptr) {
-    memory_->copy({g.user_out, g.parts[static_cast<std::size_t>(rank_)].out_size}, {g.staged_out, g.parts[static_cast<std::size_t>(rank_)].out_size});
+    memory_->copy({g.user_out, g.parts[static_cast<std::size_t>(rank_)].out_size},
+                  {g.staged_out, g.parts[static_cast<std::size_t>(rank_)].out_size});
   }
   op->waited = true;
 }

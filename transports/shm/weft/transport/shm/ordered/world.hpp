@@ -20,8 +20,8 @@
 
 #include "weft/bootstrap/failure_watch.hpp"
 #include "weft/bootstrap/store.hpp"
-#include "weft/error.hpp"
 #include "weft/detail/operation_pool.hpp"
+#include "weft/error.hpp"
 #include "weft/stream/endpoint.hpp"
 #include "weft/stream/flags.hpp"
 #include "weft/stream/lanes.hpp"
@@ -54,8 +54,8 @@ namespace weft::shm::ordered {
 using weft::stream::flag_pool;
 using weft::stream::flag_ticket;
 using weft::stream::flag_wait;
-using weft::stream::read_flag;
 using weft::stream::reached;
+using weft::stream::read_flag;
 using weft::stream::store_flag;
 using weft::stream::detail::mismatch_message;
 
@@ -66,7 +66,8 @@ struct settings {
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds stall_timeout{std::chrono::minutes(5)};  // a full FIFO, a full pool
   std::size_t pool_bytes = std::size_t{256} << 20;
-  std::size_t stage_piece_bytes = std::size_t{4} << 20;  // a send from outside the pool larger than this goes in pieces
+  std::size_t stage_piece_bytes =
+      std::size_t{4} << 20;     // a send from outside the pool larger than this goes in pieces
   std::size_t envelopes = 256;  // per pair and direction
   std::size_t flags = 16 * flag_chunk;
 };
@@ -78,22 +79,30 @@ class world {
   using memory_type = pooled_memory<typename Backend::memory_type>;
   using operation = weft::stream::detail::operation;
 
-  world(Backend backend, int rank, int size, int device, bootstrap::store* meeting, const settings& config)
-      : backend_(std::move(backend)), rank_(rank), size_(size), device_(device), config_(config),
-        shape_{static_cast<std::size_t>(size), config.envelopes, (config.flags + flag_chunk - 1) / flag_chunk * flag_chunk} {
+  world(Backend backend, int rank, int size, int device, bootstrap::store* meeting,
+        const settings& config)
+      : backend_(std::move(backend)),
+        rank_(rank),
+        size_(size),
+        device_(device),
+        config_(config),
+        shape_{static_cast<std::size_t>(size), config.envelopes,
+               (config.flags + flag_chunk - 1) / flag_chunk * flag_chunk} {
     if (size < 1 || rank < 0 || rank >= size) {
-      throw error(errc::invalid_argument, "stream-ordered transport: rank " + std::to_string(rank) + " of " +
-                                              std::to_string(size));
+      throw error(errc::invalid_argument, "stream-ordered transport: rank " + std::to_string(rank) +
+                                              " of " + std::to_string(size));
     }
     if (size > 1 && meeting == nullptr) {
       throw error(errc::invalid_argument, "stream-ordered transport: " + std::to_string(size) +
                                               " ranks need a bootstrap store to meet through");
     }
     if (config_.pool_bytes < detail::page_bytes || config_.envelopes < 2) {
-      throw error(errc::invalid_argument, "stream-ordered transport: a pool of at least 4096 bytes and at least "
-                                          "2 envelopes per pair");
+      throw error(errc::invalid_argument,
+                  "stream-ordered transport: a pool of at least 4096 bytes and at least "
+                  "2 envelopes per pair");
     }
-    pool_.emplace(backend_.make_pool(device_, config_.pool_bytes));  // binds the backend to the device
+    pool_.emplace(
+        backend_.make_pool(device_, config_.pool_bytes));  // binds the backend to the device
     own_ = detail::create_region(shape_.total());
     backend_.register_host(own_.base(), own_.bytes());
     registered_.push_back(own_.base());
@@ -113,7 +122,8 @@ class world {
     read_.assign(static_cast<std::size_t>(size), 0);
     arrived_.resize(static_cast<std::size_t>(size));
     pending_.resize(static_cast<std::size_t>(size));
-    lanes_.resize(static_cast<std::size_t>(size) + 2);  // per sender, the whole collectives, the staging
+    lanes_.resize(static_cast<std::size_t>(size) +
+                  2);  // per sender, the whole collectives, the staging
     highest_post_.assign(static_cast<std::size_t>(size), 0);
     try {
       if (size > 1) meet(*meeting);
@@ -145,7 +155,8 @@ class world {
   std::string_view pool_way() const { return pool_->way(); }
   std::size_t pool_bytes() const { return config_.pool_bytes; }
   int watched() const {
-    return static_cast<int>(std::count_if(pidfds_.begin(), pidfds_.end(), [](int fd) { return fd >= 0; }));
+    return static_cast<int>(
+        std::count_if(pidfds_.begin(), pidfds_.end(), [](int fd) { return fd >= 0; }));
   }
 
   // Waits until everything enqueued on this rank's stream has run; throws errc::timeout after
@@ -153,8 +164,9 @@ class world {
   // (they may touch this rank's buffers), then throws what aborted the world.
   void synchronize(int rank, std::chrono::milliseconds timeout) {
     if (rank != rank_) {
-      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) + " cannot synchronize rank " +
-                                              std::to_string(rank) + ", a rank of another process");
+      throw error(errc::invalid_argument, "rank " + std::to_string(rank_) +
+                                              " cannot synchronize rank " + std::to_string(rank) +
+                                              ", a rank of another process");
     }
     const auto deadline = deadline_clock::now() + timeout;
     auto late = [&] { return timed_out(timeout); };
@@ -189,8 +201,8 @@ class world {
 
   // A send or a receive (weft/transport/shm/ordered/messages.hpp).
   operation* post_send(int peer, tag_t tag, const std::byte* data, std::size_t size);
-  operation* post_recv(int peer, tag_t tag, std::byte* data, std::size_t size, const weft::detail::reducer* combine,
-                       const std::byte* own);
+  operation* post_recv(int peer, tag_t tag, std::byte* data, std::size_t size,
+                       const weft::detail::reducer* combine, const std::byte* own);
 
   // Orders this rank's stream after the operation's transfer; never blocks the host.
   bool enqueue_wait(operation* op) {
@@ -205,7 +217,8 @@ class world {
     }
     backend_.wait_flag(stream_, op->done.word, op->done.value);
     op->waited = true;
-    waits_.push_back({op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
+    waits_.push_back(
+        {op->done, op->is_send ? op->destination : op->source, op->is_send, op->size, op->note});
     return true;
   }
 
@@ -235,8 +248,9 @@ class world {
   }
 
   // This rank's part of a whole collective (weft::fused; weft/transport/shm/ordered/whole.hpp).
-  operation* post_collective(collective kind, std::span<const std::byte> in, std::span<std::byte> out,
-                             const weft::detail::reducer* combine, tag_t tag);
+  operation* post_collective(collective kind, std::span<const std::byte> in,
+                             std::span<std::byte> out, const weft::detail::reducer* combine,
+                             tag_t tag);
 
  private:
   // An envelope as read from this rank's FIFO.
@@ -253,7 +267,7 @@ class world {
     flag_ticket complete;                          // this rank's: every share is done
     std::byte* user_out = nullptr;                 // where a staged output goes at the wait
     std::byte* staged_out = nullptr;
-    bool mine = false;                             // this rank posted its part
+    bool mine = false;  // this rank posted its part
   };
   struct staging {
     flag_ticket done;  // the send's done flag: the area is free again once it is written
@@ -298,11 +312,13 @@ class world {
 
   void refuse_if_aborted() const {
     if (!aborted_) return;
-    throw error(code_ == errc::mismatch ? errc::transport : code_,
-                who() + ": this stream-ordered transport was aborted (" + *aborted_ + "); make a new one");
+    throw error(
+        code_ == errc::mismatch ? errc::transport : code_,
+        who() + ": this stream-ordered transport was aborted (" + *aborted_ + "); make a new one");
   }
 
-  // The progress thread, what it watches, and what a fault does (weft/transport/shm/ordered/watch.hpp).
+  // The progress thread, what it watches, and what a fault does
+  // (weft/transport/shm/ordered/watch.hpp).
   void abort_locked(const std::string& reason, errc code);
   error timed_out(std::chrono::milliseconds timeout);
   void progress();
@@ -317,8 +333,9 @@ class world {
 
   // The destructor's bounded wait for the streams; what is left after 10 s is released by abort.
   void drain_or_abort() noexcept {
-    weft::stream::detail::drain_or_abort([&] { return !backend_.idle(stream_) || !lanes_idle(); },
-                                         [&] { abort("rank " + std::to_string(rank_) + " was closed with work in flight"); });
+    weft::stream::detail::drain_or_abort(
+        [&] { return !backend_.idle(stream_) || !lanes_idle(); },
+        [&] { abort("rank " + std::to_string(rank_) + " was closed with work in flight"); });
   }
 
   // Whole collectives (weft/transport/shm/ordered/whole.hpp).
@@ -354,12 +371,12 @@ class world {
   layout shape_;
   detail::mapping own_;
   std::vector<detail::mapping> peer_regions_;
-  std::vector<region_view> views_;           // every rank's region, this rank's included
-  std::vector<std::byte*> registered_;       // host regions registered with the backend
+  std::vector<region_view> views_;      // every rank's region, this rank's included
+  std::vector<std::byte*> registered_;  // host regions registered with the backend
   std::optional<typename Backend::pool_type> pool_;
   std::unique_ptr<detail::pool> allocator_;  // over pool_
   std::vector<std::optional<typename Backend::mapped_type>> peer_pools_;
-  std::vector<std::byte*> pool_bases_;       // every rank's pool as mapped here
+  std::vector<std::byte*> pool_bases_;  // every rank's pool as mapped here
   std::vector<pid_t> pids_;
   std::vector<int> pidfds_;
   stream_type stream_{};
@@ -368,14 +385,15 @@ class world {
   std::optional<flag_pool<region_flags>> flags_;
 
   mutable std::mutex mutex_;
-  std::uint32_t posted_ = 0;                      // the last value this rank's `posted` word is given
-  std::vector<std::uint64_t> sent_;               // per receiver: envelopes published to it
-  std::vector<std::uint64_t> read_;               // per sender: envelopes read from it
-  std::vector<std::deque<announced>> arrived_;    // per sender: envelopes not yet matched
-  std::vector<std::deque<operation*>> pending_;   // per sender: receives not yet matched
-  // per sender, then the whole collectives' (lanes_[size]), then the staging lanes (lanes_[size + 1])
+  std::uint32_t posted_ = 0;                    // the last value this rank's `posted` word is given
+  std::vector<std::uint64_t> sent_;             // per receiver: envelopes published to it
+  std::vector<std::uint64_t> read_;             // per sender: envelopes read from it
+  std::vector<std::deque<announced>> arrived_;  // per sender: envelopes not yet matched
+  std::vector<std::deque<operation*>> pending_;  // per sender: receives not yet matched
+  // per sender, then the whole collectives' (lanes_[size]), then the staging lanes (lanes_[size +
+  // 1])
   std::vector<weft::stream::detail::lane_set<Backend, memory_type>> lanes_;
-  std::vector<std::uint32_t> highest_post_;       // per sender: the latest post a lane waits for
+  std::vector<std::uint32_t> highest_post_;  // per sender: the latest post a lane waits for
   std::deque<weft::stream::detail::wait_record> waits_;
   std::deque<staging> staged_;
   std::vector<std::unique_ptr<whole_group>> wholes_;  // whole collectives not yet forgotten
