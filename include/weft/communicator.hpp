@@ -15,6 +15,7 @@
 #include "weft/call.hpp"
 #include "weft/detail/bytes.hpp"
 #include "weft/detail/in_flight.hpp"
+#include "weft/detail/tags.hpp"
 #include "weft/error.hpp"
 #include "weft/hosts.hpp"
 #include "weft/options.hpp"
@@ -123,23 +124,7 @@ class communicator {
   // from the sender's buffer; otherwise the message lands in `staging` (target.size() bytes,
   // scratch of the caller's) and is combined when the receive is waited for.
   pending recv_reduce(int peer, detail::bytes target, detail::const_bytes own,
-                      const detail::reducer& combine, detail::bytes staging, int channel = 0) {
-    pending result;
-    result.peer_ = peer;
-    result.bytes_ = target.size();
-    note_call();
-    if constexpr (reducing_transport<T>) {
-      result.request_.emplace(
-          transport_->recv_reduce(transport_rank(peer), target, own, call_tag(channel), combine));
-    } else {
-      result.request_.emplace(transport_->recv(transport_rank(peer), staging, call_tag(channel)));
-      result.combine_ = &combine;
-      result.target_ = target;
-      result.own_ = own;
-      result.staged_ = staging;
-    }
-    return result;
-  }
+                      const detail::reducer& combine, detail::bytes staging, int channel = 0);
 
   // Posts this rank's part of the whole current call to a transport that runs collectives
   // itself (collective_transport; weft::fused): allreduce, reduce_scatter or allgather of
@@ -147,27 +132,7 @@ class communicator {
   // whole collective. Needs the transport's whole world in rank order: throws
   // errc::invalid_argument, before anything is posted, on a group of it.
   pending post_collective(detail::const_bytes in, detail::bytes out,
-                          const detail::reducer* combine) requires collective_transport<T> {
-    bool whole_world = size() == transport_->size();
-    for (int i = 0; i < size() && whole_world; ++i) whole_world = transport_rank(i) == i;
-    if (!whole_world) {
-      throw error(errc::invalid_argument,
-                  describe_rank() + ": " + std::string(algorithm_) +
-                      " runs the collective on the transport's whole world, and this "
-                      "communicator is a group of it; nothing was sent");
-    }
-    note_call();
-    pending result;
-    result.peer_ = rank_;
-    result.is_send_ = true;
-    result.bytes_ = out.size();
-    // (without the digest: the transport meets every rank's part under one tag and compares
-    // their sizes itself, naming both)
-    const tag_t tag = call_tag(0) & ~(digest_mask << digest_shift);
-    result.request_.emplace(transport_->post_collective(collective_, in, out, combine, tag));
-    bytes_sent_ += in.size();
-    return result;
-  }
+                          const detail::reducer* combine) requires collective_transport<T>;
 
   // Blocks until `operation` completes; throws errc::timeout after settings().timeout.
   void wait(pending& operation);
@@ -320,8 +285,7 @@ class communicator {
   // Point-to-point messages with a user tag (0 <= tag < 2^31) share no tags with collectives.
   // A call in flight sends them in its communicator's tag space, so they match blocking ones.
   tag_t user_tag(int tag) const {
-    return (tag_t{user_context_.value_or(context_)} << 32) | (tag_t{1} << 31) |
-           static_cast<tag_t>(tag);
+    return detail::tags::of_user(user_context_.value_or(context_), tag);
   }
   pending send_user(int peer, detail::const_bytes data, int tag) {
     return post_send(peer, data, user_tag(tag));
@@ -412,37 +376,14 @@ class communicator {
   communicator derived_group(std::span<const int> members, std::uint32_t context);
 
   std::uint32_t mix_context(std::uint32_t salt) const {
-    std::uint64_t x = (std::uint64_t{context_} << 32) ^ salt;
-    x += 0x9e3779b97f4a7c15ull;  // splitmix64 finaliser
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    auto mixed = static_cast<std::uint32_t>(x);
-    return mixed == context_ ? mixed + 1 : mixed;
+    return detail::tags::derived_context(context_, salt);
   }
 
   // One exchange of host names (their 64-bit digests) among the ranks, inside a call.
   void learn_hosts();
 
-  pending post_send(int peer, detail::const_bytes data, tag_t tag) {
-    note_call();
-    pending result;
-    result.peer_ = peer;
-    result.is_send_ = true;
-    result.bytes_ = data.size();
-    result.request_.emplace(transport_->send(transport_rank(peer), data, tag));
-    bytes_sent_ += data.size();
-    return result;
-  }
-
-  pending post_recv(int peer, detail::bytes data, tag_t tag) {
-    note_call();
-    pending result;
-    result.peer_ = peer;
-    result.bytes_ = data.size();
-    result.request_.emplace(transport_->recv(transport_rank(peer), data, tag));
-    return result;
-  }
+  pending post_send(int peer, detail::const_bytes data, tag_t tag);
+  pending post_recv(int peer, detail::bytes data, tag_t tag);
 
   // A transport that reports what its streams wait for (a stream-ordered one) is told which call
   // and step each message belongs to.
@@ -465,29 +406,11 @@ class communicator {
     }
   }
 
-  // A collective's tag: context (32 bits) | 0 (the user-tag bit) | the collective (4 bits) | the
-  // call's digest (8 bits) | its sequence number (11 bits) | channel (8 bits). The collective
-  // and the digest of the rest of the call (root, count, type, op, algorithm) are in the tag so
-  // that ranks whose calls differ never match each other's messages, even of the same size:
-  // they fail with errc::mismatch (weft/detail/communicator_consistency.hpp) rather than return
-  // another call's data. The statement channel (check mode's and split's exchange) leaves both
-  // out, so that check mode can compare calls that differ in them.
-  static constexpr int statement_channel = 255;
-  // The zero-byte "this rank waits for you in this call" a slow receive sends its peer
-  // (communicator_consistency.hpp): where both sides only wait, it is what shows that they differ.
-  static constexpr int waiting_channel = 254;
-  static_assert(static_cast<int>(collective::sendrecv) < 0xf,
-                "the collective takes 4 bits of a tag");
-  // Where each field sits (call_tag builds them; look_for_other_calls reads them back).
-  static constexpr int kind_shift = 27, digest_shift = 19, number_shift = 8;
-  static constexpr tag_t kind_mask = 0xf, digest_mask = 0xff, number_mask = 0x7ff,
-                         channel_mask = 0xff;
+  // A message's tag in this call (weft/detail/tags.hpp: the layout, and why the call is in it).
+  static constexpr int statement_channel = detail::tags::statement_channel;
+  static constexpr int waiting_channel = detail::tags::waiting_channel;
   tag_t call_tag(int channel) const {
-    const bool statement = channel == statement_channel;
-    const tag_t kind = statement ? kind_mask : static_cast<tag_t>(collective_);
-    const tag_t digest = statement ? 0 : digest_;
-    return (tag_t{context_} << 32) | (kind << kind_shift) | (digest << digest_shift) |
-           ((tag_t{sequence_} & number_mask) << number_shift) | static_cast<tag_t>(channel);
+    return detail::tags::of_call(context_, collective_, digest_, sequence_, channel);
   }
 
   // Messages that arrived early and belong to no call this rank makes now or later: a call of
@@ -656,4 +579,5 @@ class communicator {
 #include "weft/detail/communicator_calls.hpp"
 #include "weft/detail/communicator_consistency.hpp"
 #include "weft/detail/communicator_groups.hpp"
+#include "weft/detail/communicator_posts.hpp"
 #include "weft/detail/communicator_waits.hpp"

@@ -40,7 +40,6 @@ std::size_t communicator<T>::messages_arrived_early(std::span<early_message> fou
     // Only in slow waits (each look is a call into the provider), at most 8 peers a time, in turn.
     const int p = size();
     if (at_call_end || p < 2) return 0;
-    const tag_t ignore = (kind_mask << kind_shift) | (digest_mask << digest_shift) | channel_mask;
     std::size_t count = 0;
     const int peers = std::min(p - 1, 8);
     for (int i = 0; i < peers && count < found.size(); ++i) {
@@ -48,9 +47,8 @@ std::size_t communicator<T>::messages_arrived_early(std::span<early_message> fou
       if (peek_next_ == rank_) peek_next_ = (peek_next_ + 1) % p;
       const int peer = transport_rank(peek_next_);
       for (std::uint32_t behind = 0; behind < 4 && count < found.size(); ++behind) {
-        const tag_t tag =
-            (tag_t{context_} << 32) | ((tag_t{sequence_ - behind} & number_mask) << number_shift);
-        if (const auto seen = transport_->peek(peer, tag, ignore))
+        const tag_t tag = detail::tags::of_number(context_, sequence_ - behind);
+        if (const auto seen = transport_->peek(peer, tag, detail::tags::all_but_number))
           found[count++] = early_message{peer, *seen};
       }
     }
@@ -69,17 +67,16 @@ void communicator<T>::look_for_other_calls(bool at_call_end) {
     const std::size_t count = messages_arrived_early(found, at_call_end);
     for (std::size_t i = 0; i < count; ++i) {
       const tag_t tag = found[i].tag;
-      if ((tag >> 32) != context_ || (tag & (tag_t{1} << 31)) != 0)
-        continue;  // another's, a user tag
-      const auto kind = static_cast<unsigned>((tag >> kind_shift) & kind_mask);
-      if (kind == kind_mask) continue;  // a statement (check mode, split)
-      const auto digest = static_cast<std::uint8_t>((tag >> digest_shift) & digest_mask);
-      const auto number = static_cast<std::uint32_t>((tag >> number_shift) & number_mask);
+      const detail::tags::fields seen = detail::tags::read(tag);
+      if (seen.context != context_ || seen.user) continue;  // another's, a user tag
+      if (seen.kind == detail::tags::kind_mask) continue;   // a statement (check mode, split)
       // 0: this call's; up to half the numbers' range: an earlier call's; beyond: a later one's
-      const auto behind = static_cast<std::uint32_t>((sequence_ - number) & number_mask);
-      const bool earlier = behind != 0 && behind <= number_mask / 2;
-      const bool same_call = kind == static_cast<unsigned>(collective_) && digest == digest_;
-      const bool waiting = (tag & channel_mask) == static_cast<tag_t>(waiting_channel);
+      constexpr std::uint32_t numbers = detail::tags::number_mask;
+      const auto behind = static_cast<std::uint32_t>((sequence_ - seen.number) & numbers);
+      const bool earlier = behind != 0 && behind <= numbers / 2;
+      const bool same_call =
+          seen.kind == static_cast<unsigned>(collective_) && seen.digest == digest_;
+      const bool waiting = seen.channel == waiting_channel;
       if (waiting && ((behind == 0 && same_call) || earlier)) {
         take_waiting(found[i].peer,
                      tag);  // a peer waited for this rank in this call or an ended one
@@ -89,7 +86,7 @@ void communicator<T>::look_for_other_calls(bool at_call_end) {
         const auto at = std::find(ranks_.begin(), ranks_.end(), found[i].peer);
         if (at == ranks_.end()) continue;
         // The sender's number for it: this rank's numbers, shifted by how far behind it is.
-        fail_other_call(static_cast<int>(at - ranks_.begin()), static_cast<collective>(kind),
+        fail_other_call(static_cast<int>(at - ranks_.begin()), static_cast<collective>(seen.kind),
                         sequence_ - behind, earlier);
       }
     }
