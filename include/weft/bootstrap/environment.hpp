@@ -167,12 +167,11 @@ inline launch from_environment() {
   if (const char* path = detail::variable("WEFT_STORE_PATH")) out.store_path = path;
   if (const char* store = detail::variable("WEFT_STORE")) {
     out.store = store;
-  } else if (!out.store_path.empty()) {
-    // WEFT_STORE_PATH alone: the file store, whatever torchrun's variables say
-  } else if (const char* host = detail::variable("MASTER_ADDR")) {
+  } else if (const char* host = detail::variable("MASTER_ADDR"); host && out.store_path.empty()) {
+    // torchrun's address, unless WEFT_STORE_PATH alone names the meeting
     const char* port = detail::variable("MASTER_PORT");
     out.store = std::string(host) + ":" + (port ? port : "29500");
-  } else if (out.size > 1) {
+  } else if (out.store_path.empty() && out.size > 1) {
     throw error(errc::invalid_argument,
                 "rank " + std::to_string(out.rank) + " (" + out.launcher +
                     ") has no rendezvous: set WEFT_STORE=host:port (the address rank 0 serves "
