@@ -18,8 +18,22 @@ import weft_torch  # noqa: F401
 def main():
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     told = size + 1 if rank == 1 else size
+    # The store outlives every rank's error, as torchrun's agent keeps it: rank 0 serves it until
+    # each rank has said it is done (a store that went with rank 0's failed init would leave a
+    # slower rank a broken pipe instead of the job's notice).
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), size, rank == 0,
+                          timeout=timedelta(seconds=60))
     try:
-        dist.init_process_group("weft", rank=rank, world_size=told, timeout=timedelta(seconds=30))
+        return attempt(rank, size, told, store)
+    finally:
+        store.set(f"done/{rank}", "1")
+        if rank == 0:
+            store.wait([f"done/{r}" for r in range(size)], timedelta(seconds=60))
+
+
+def attempt(rank, size, told, store):
+    try:
+        dist.init_process_group("weft", store=store, rank=rank, world_size=told, timeout=timedelta(seconds=30))
         # c10d may make the backend on first use
         dist.barrier()
     except Exception as failure:  # noqa: BLE001 (whatever torch wraps it in)
