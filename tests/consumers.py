@@ -86,6 +86,9 @@ COMPONENTS = {
                     .replace("weft::allreduce(comm, std::span<int>(data));",
                              "weft::iallreduce(comm, std::span<int>(data)).wait();"),
                     "cpp", ["weft-nonblocking", "weft-inproc"], None),
+    "stream": ((SESSION % ("#include <weft/stream/processes.hpp>", "weft::stream::host_process_session"))
+               .replace("  std::printf(", "  weft::stream::synchronize(job.comm(), std::chrono::seconds(60));\n  std::printf("),
+               "cpp", ["weft-stream"], {}),
     "cuda": (CUDA, "cu", ["weft-cuda"], None),
 }
 

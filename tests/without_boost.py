@@ -67,7 +67,7 @@ def main():
         arguments = arguments[:arguments.index("--")]
     source_root, weft_run, compiler = arguments[0], arguments[1], arguments[2:]
     have_libfabric = subprocess.run(["pkg-config", "--exists", "libfabric"]).returncode == 0
-    roots = [os.path.join(source_root, part) for part in ("include", "transports/inproc", "transports/shm")]
+    roots = [os.path.join(source_root, part) for part in ("include", "transports/inproc", "transports/shm", "transports/stream")]
     if have_libfabric:
         roots.append(os.path.join(source_root, "transports/ofi"))
     failed = 0
@@ -87,6 +87,7 @@ def main():
         names = headers_under(os.path.join(source_root, "include"), NONBLOCKING)
         names += headers_under(os.path.join(source_root, "transports/inproc"))
         names += headers_under(os.path.join(source_root, "transports/shm"))
+        names += headers_under(os.path.join(source_root, "transports/stream"))
         if have_libfabric:
             names += headers_under(os.path.join(source_root, "transports/ofi"))
         else:

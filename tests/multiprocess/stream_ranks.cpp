@@ -1,12 +1,12 @@
 // The multi-process scenarios of the stream-ordered protocol between processes
-// (weft/transport/shm/stream_ordered.hpp) on host threads: the collective slice (ranks.hpp),
+// (weft/stream/processes.hpp) on host threads: the collective slice (ranks.hpp),
 // messages read in place from the pool, a rank killed mid-allreduce, and a rank that never
 // issues its call.
 //
 //   stream_ranks slice | pool | kill VICTIM | close VICTIM | never VICTIM [fused]
 #include "ranks.hpp"
 
-#include <weft/transport/shm/stream_ordered.hpp>
+#include <weft/stream/processes.hpp>
 
 namespace {
 
@@ -14,9 +14,9 @@ using namespace std::chrono_literals;
 using weft_test::multiprocess::now_us;
 
 struct stream_traits {
-  using session = weft::shm::host_stream_session;
-  using transport = weft::shm::host_stream_transport;
-  using config = weft::shm::stream_config;
+  using session = weft::stream::host_process_session;
+  using transport = weft::stream::host_process_transport;
+  using config = weft::stream::process_config;
   static void before_slice(session&) {}
   static std::string describe(session& job) { return " over " + job.endpoint().describe(); }
 };
@@ -45,7 +45,7 @@ int pool(stream_traits::session& job) {
       weft::allgather(comm, std::span<const float>(data, count), all, weft::fused{});
     else
       weft::allgather(comm, std::span<const float>(data, count), all, weft::ring{});
-    weft::shm::synchronize(comm, 60s);
+    weft::stream::synchronize(comm, 60s);
     const float ranks_sum = static_cast<float>(p * (p + 1) / 2 * p);  // summed twice
     for (std::size_t i = 0; i < count * static_cast<std::size_t>(p); ++i) {
       if (out[i] != ranks_sum * static_cast<float>((i % count) % 7)) {
@@ -74,7 +74,7 @@ int killed(stream_traits::session& job, int victim, bool close) {
       close) {  // a few rounds, then the transport closed mid-job, the process alive
     for (int round = 0; round < 3; ++round) {
       weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-      weft::shm::synchronize(comm, 60s);
+      weft::stream::synchronize(comm, 60s);
     }
     job.meeting()->set("test/event-at", std::to_string(now_us()));
     job.close_transport();
@@ -89,7 +89,7 @@ int killed(stream_traits::session& job, int victim, bool close) {
     });
     while (true) {
       weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-      weft::shm::synchronize(comm, 60s);
+      weft::stream::synchronize(comm, 60s);
     }
   }
   long long caught_at = 0;
@@ -97,7 +97,7 @@ int killed(stream_traits::session& job, int victim, bool close) {
   try {
     for (int round = 0; round < 1000000; ++round) {
       weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
-      weft::shm::synchronize(comm, 60s);
+      weft::stream::synchronize(comm, 60s);
     }
     std::cout << "never saw rank " << victim << " fail" << std::endl;
     return 1;
@@ -114,21 +114,21 @@ int killed(stream_traits::session& job, int victim, bool close) {
             << " ms: " << message << std::endl;
   try {
     weft::allreduce(comm, std::span<float>(data), weft::sum{});
-    weft::shm::synchronize(comm, 60s);
+    weft::stream::synchronize(comm, 60s);
     std::cout << "the aborted transport accepted another call" << std::endl;
     return 1;
   } catch (const weft::error&) {
   }
-  auto settings = weft::shm::stream_config::from_environment();
+  auto settings = weft::stream::process_config::from_environment();
   settings.prefix = "weft-without-" + std::to_string(victim);
   settings.secret = job.launch().secret;
   settings.connect_timeout = 30s;
-  weft::shm::host_stream_transport transport(rank < victim ? rank : rank - 1, p - 1, job.meeting(),
-                                             settings);
+  weft::stream::host_process_transport transport(rank < victim ? rank : rank - 1, p - 1,
+                                                 job.meeting(), settings);
   weft::communicator survivors(transport);
   std::vector<int> ones(1000, 1);
   weft::allreduce(survivors, std::span<int>(ones), weft::sum{});
-  weft::shm::synchronize(survivors, 60s);
+  weft::stream::synchronize(survivors, 60s);
   if (ones.front() != p - 1 || ones.back() != p - 1) {
     std::cout << "the new world computed " << ones.front() << std::endl;
     return 1;
@@ -151,7 +151,7 @@ int never(stream_traits::session& job, int victim, bool whole) {
   else
     weft::allreduce(comm, std::span<float>(data), weft::sum{}, weft::ring{});
   try {
-    weft::shm::synchronize(comm, 500ms);
+    weft::stream::synchronize(comm, 500ms);
     std::cout << "synchronize returned although rank " << victim << " never issued its call"
               << std::endl;
     return 1;
@@ -173,10 +173,10 @@ int never(stream_traits::session& job, int victim, bool whole) {
           static_cast<void>(
               job.meeting()->get(key + std::to_string(r), weft::deadline_clock::now() + 30s));
       }
-      weft::shm::abort(comm, "the test gave up on rank " + v);
+      weft::stream::abort(comm, "the test gave up on rank " + v);
     }
     try {
-      weft::shm::synchronize(comm, 10s);
+      weft::stream::synchronize(comm, 10s);
     } catch (const weft::error&) {  // aborted, as asked; the stream ran to its end
     }
     return named ? 0 : 1;

@@ -12,8 +12,8 @@
 
 #include <weft/bootstrap/file_store.hpp>
 #include <weft/buffer.hpp>
+#include <weft/stream/processes.hpp>
 #include <weft/transport/shm.hpp>
-#include <weft/transport/shm/stream_ordered.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -142,11 +142,11 @@ TEST_CASE("shm: ranks started for different world sizes all fail with mismatch n
           "[shm]") {
   auto settings = small_slots();
   settings.connect_timeout = std::chrono::seconds(10);
-  weft::shm::stream_config ordered;
+  weft::stream::process_config ordered;
   ordered.connect_timeout = std::chrono::seconds(10);
   for (const int rank0_size : {2, 3}) {
     different_world_sizes<weft::shm::transport>(settings, rank0_size);
-    different_world_sizes<weft::shm::host_stream_transport>(ordered, rank0_size);
+    different_world_sizes<weft::stream::host_process_transport>(ordered, rank0_size);
   }
 }
 

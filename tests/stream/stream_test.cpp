@@ -1,10 +1,11 @@
-// The stream-ordered world (weft/stream/) on host streams: the protocol of weft's GPU path
-// (collectives that only enqueue, transfers matched on the host and run on lanes, flags, timed
-// synchronize, abort) checked on CPU threads, so it is tested on every machine.
+// Stream-ordered ranks of one process (weft/stream/local_ranks.hpp) on host streams: the protocol
+// of weft's GPU path (collectives that only enqueue, transfers matched on the host and run on
+// carriers, flags, timed synchronize, abort) checked on CPU threads, so it is tested on every
+// machine.
 #include "../collective_cases.hpp"
 
 #include <weft/stream/host_streams.hpp>
-#include <weft/stream/world.hpp>
+#include <weft/stream/local_ranks.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -17,16 +18,16 @@ using namespace std::chrono_literals;
 namespace {
 
 using backend = weft::stream::host_streams;
-using world_t = weft::stream::world<backend>;
-using stream_comm = weft::communicator<weft::stream::transport<backend>>;
+using ranks_t = weft::stream::local_ranks<backend>;
+using stream_comm = weft::communicator<weft::stream::local_transport<backend>>;
 
-std::vector<stream_comm> communicators_of(world_t& ranks, weft::options settings = test_options()) {
+std::vector<stream_comm> communicators_of(ranks_t& ranks, weft::options settings = test_options()) {
   std::vector<stream_comm> comms;
   for (int i = 0; i < ranks.size(); ++i) comms.emplace_back(ranks.endpoint(i), settings);
   return comms;
 }
 
-void synchronize_all(world_t& ranks) {
+void synchronize_all(ranks_t& ranks) {
   for (int i = 0; i < ranks.size(); ++i) ranks.synchronize(i, 60s);
 }
 
@@ -34,7 +35,7 @@ void synchronize_all(world_t& ranks) {
 // nothing is finished until each rank's stream is synchronized.
 template <class T, class Op, class Algorithm>
 void one_thread_allreduce(int p, std::size_t count, Op op, failures& sink) {
-  world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
+  ranks_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
   auto comms = communicators_of(ranks);
   auto generate = [](int rank, std::size_t i) { return from_int<T>(small_value(rank, i)); };
   std::vector<std::vector<T>> send(static_cast<std::size_t>(p)), recv(static_cast<std::size_t>(p));
@@ -115,7 +116,7 @@ TEST_CASE(
 TEST_CASE("stream: every collective and algorithm, a host thread per rank") {
   failures sink;
   for (int p = 1; p <= 5; ++p) {
-    world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
+    ranks_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
     auto comms = communicators_of(ranks);
     const std::vector<std::size_t> counts = {0, 1, static_cast<std::size_t>(p + 1), 1000};
     std::vector<std::thread> threads;
@@ -133,7 +134,7 @@ TEST_CASE("stream: every collective and algorithm, a host thread per rank") {
 TEST_CASE("stream: sends matched out of posting order do not deadlock the streams") {
   // Rank 1 posts its receives x then y; rank 0 sends y, waits for it, then sends x. Issued from
   // one thread, rank 0 first: every wait is enqueued before the other side has posted.
-  world_t ranks({}, {0, 0});
+  ranks_t ranks({}, {0, 0});
   auto& t0 = ranks.endpoint(0);
   auto& t1 = ranks.endpoint(1);
   std::vector<int> x_out(1000, 7), y_out(1000, 9), x_in(1000, 0), y_in(1000, 0);
@@ -156,7 +157,7 @@ TEST_CASE("stream: sends matched out of posting order do not deadlock the stream
 TEST_CASE(
     "stream: a rank that never issues its call is named by synchronize's timeout; abort releases "
     "the streams") {
-  world_t ranks({}, {0, 0, 0});
+  ranks_t ranks({}, {0, 0, 0});
   auto comms = communicators_of(ranks);
   std::vector<std::vector<float>> data(3, std::vector<float>(4096, 1.0f));
   const std::string said =
@@ -185,7 +186,7 @@ TEST_CASE(
 }
 
 TEST_CASE("stream: sizes that differ are a mismatch error, and the waiting side is released") {
-  world_t ranks({}, {0, 0});
+  ranks_t ranks({}, {0, 0});
   auto& t0 = ranks.endpoint(0);
   auto& t1 = ranks.endpoint(1);
   std::vector<std::byte> small(8), large(16);
@@ -202,7 +203,7 @@ TEST_CASE("stream: sizes that differ are a mismatch error, and the waiting side 
 }
 
 TEST_CASE("stream: split and check mode say they need a host-completing transport") {
-  world_t ranks({}, {0});
+  ranks_t ranks({}, {0});
   auto comms = communicators_of(ranks);
   try {
     auto half = comms[0].split(0, 0);
@@ -219,10 +220,10 @@ TEST_CASE("stream: split and check mode say they need a host-completing transpor
 }
 
 TEST_CASE(
-    "stream: a world destroyed with a call still waiting ends (bounded), and frees its streams") {
+    "stream: ranks destroyed with a call still waiting end (bounded), and free their streams") {
   const auto start = std::chrono::steady_clock::now();
   {
-    world_t ranks({}, {0, 0});
+    ranks_t ranks({}, {0, 0});
     auto comms = communicators_of(ranks);
     std::vector<int> data(16, 1);
     weft::allreduce(comms[0], std::span<int>(data), weft::sum{},
@@ -248,7 +249,7 @@ struct compose {
 TEST_CASE(
     "stream: fused reduces in rank order, spread over shares, in place, for a non-commutative op") {
   for (int p : {1, 2, 5}) {
-    world_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
+    ranks_t ranks({}, std::vector<int>(static_cast<std::size_t>(p), 0));
     auto comms = communicators_of(ranks);
     const std::size_t count = 200000;  // 3.2 MB: shares on every rank
     auto value = [](int rank, std::size_t i) {
@@ -283,8 +284,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("stream: automatic picks fused where the world runs collectives whole") {
-  world_t ranks({}, {0, 0, 0});
+TEST_CASE("stream: automatic picks fused where the ranks run collectives whole") {
+  ranks_t ranks({}, {0, 0, 0});
   auto comms = communicators_of(ranks);
   std::vector<std::vector<float>> data(3, std::vector<float>(1 << 20, 1.0f));
   for (int r = 0; r < 3; ++r) {
@@ -303,7 +304,7 @@ TEST_CASE("stream: automatic picks fused where the world runs collectives whole"
 TEST_CASE(
     "stream: fused names the rank that never issued its part; sizes that differ are a mismatch") {
   {
-    world_t ranks({}, {0, 0, 0});
+    ranks_t ranks({}, {0, 0, 0});
     auto comms = communicators_of(ranks);
     std::vector<std::vector<float>> data(3, std::vector<float>(1000, 1.0f));
     const std::string said = timeout_without<weft::fused>(comms, data, 1);
@@ -314,7 +315,7 @@ TEST_CASE(
     for (int r = 0; r < 3; ++r) CHECK_THROWS_AS(ranks.synchronize(r, 5s), weft::error);
   }
   {
-    world_t ranks({}, {0, 0});
+    ranks_t ranks({}, {0, 0});
     auto comms = communicators_of(ranks);
     std::vector<float> small(10, 1.0f), large(12, 1.0f);
     weft::allreduce(comms[0], std::span<float>(small), weft::sum{}, weft::fused{});

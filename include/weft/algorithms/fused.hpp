@@ -2,7 +2,7 @@
 //
 // What it does
 //   Runs on a transport whose ranks reach each other's buffers (weft::collective_transport:
-//   weft::cuda::communicators; weft::cuda::ipc_transport and weft::shm::host_stream_transport,
+//   weft::cuda::communicators; weft::cuda::ipc_transport and weft::stream::host_process_transport,
 //   whose ranks are processes reaching each other's pools), which runs the collective whole once
 //   every rank has posted. Between processes the work is cut by rank, each rank's device doing
 //   its share, and buffers outside a rank's pool are staged there first.

@@ -6,8 +6,8 @@
 //     weft::allreduce(gpus[i], send[i], recv[i], weft::sum{});
 //   for (int i = 0; i < 4; ++i) gpus.synchronize(i, 10s);   // cudaStreamSynchronize(s[i]), bounded
 //
-// The protocol is weft::stream::world's (weft/stream/world.hpp): a send and its receive are
-// matched on the host, the transfer is one cudaMemcpyAsync (or one combine kernel) from the
+// The protocol is weft::stream::local_ranks' (weft/stream/local_ranks.hpp): a send and its receive
+// are matched on the host, the transfer is one cudaMemcpyAsync (or one combine kernel) from the
 // send buffer straight into the receive buffer on a stream of the receiving device, ordered by
 // 32-bit flags in mapped pinned memory that streams write and wait on with the driver's stream
 // memory operations. Peer access is enabled between the devices that allow it; a combine
@@ -24,7 +24,7 @@
 #include "weft/communicator.hpp"
 #include "weft/error.hpp"
 #include "weft/options.hpp"
-#include "weft/stream/world.hpp"
+#include "weft/stream/local_ranks.hpp"
 #include "weft/transport/cuda/device_memory.hpp"
 #include "weft/transport/cuda/runtime.hpp"
 #include "weft/transport/cuda/stream_operations.hpp"
@@ -125,7 +125,7 @@ class stream_backend {
 };
 static_assert(weft::stream::backend<stream_backend>);
 
-using transport = weft::stream::transport<stream_backend>;
+using transport = weft::stream::local_transport<stream_backend>;
 static_assert(weft::transport<transport>);
 static_assert(weft::reducing_transport<transport>);
 
@@ -140,8 +140,8 @@ inline int hardware_queues() {
   return static_cast<int>(std::min(value, 32L));
 }
 
-// Ranks sharing a GPU. Each rank's stream, and each lane that carries a transfer to a rank,
-// waits on flags (cuStreamWaitValue32), and a waiting stream holds its hardware queue: once a
+// Ranks sharing a GPU. Each rank's stream, and each carrier (a stream) that carries a transfer to a
+// rank, waits on flags (cuStreamWaitValue32), and a waiting stream holds its hardware queue: once a
 // GPU's streams outnumber its queues, a wait can hold up, in the same queue, the very work it
 // waits for, and the streams wait for good (4 ranks on one H200 did with 8 queues, and ran with
 // 16). So k ranks on one GPU (k >= 2) need at least 4k queues, at most 8 ranks a GPU. Throws
@@ -205,32 +205,33 @@ class communicators {
       }
     }
     check_sharing(devices, hardware_queues());
-    world_ = std::make_unique<weft::stream::world<stream_backend>>(stream_backend(devices), devices,
-                                                                   std::move(streams));
+    ranks_ = std::make_unique<weft::stream::local_ranks<stream_backend>>(
+        stream_backend(devices), devices, std::move(streams));
     comms_.reserve(devices.size());
-    for (int rank = 0; rank < world_->size(); ++rank)
-      comms_.emplace_back(world_->endpoint(rank), settings);
+    for (int rank = 0; rank < ranks_->size(); ++rank)
+      comms_.emplace_back(ranks_->endpoint(rank), settings);
   }
 
   int size() const { return static_cast<int>(comms_.size()); }
   communicator_type& operator[](int rank) { return comms_.at(static_cast<std::size_t>(rank)); }
-  cudaStream_t stream(int rank) const { return world_->stream(rank); }
-  int device(int rank) const { return world_->device(rank); }
+  cudaStream_t stream(int rank) const { return ranks_->stream(rank); }
+  int device(int rank) const { return ranks_->device(rank); }
 
   // Waits for `rank`'s stream; throws errc::timeout naming what it waits for after `timeout`.
   void synchronize(int rank, std::chrono::milliseconds timeout) {
-    world_->synchronize(rank, timeout);
+    ranks_->synchronize(rank, timeout);
   }
   // Every rank's stream, each within `timeout`.
   void synchronize(std::chrono::milliseconds timeout) {
-    for (int rank = 0; rank < size(); ++rank) world_->synchronize(rank, timeout);
+    for (int rank = 0; rank < size(); ++rank) ranks_->synchronize(rank, timeout);
   }
-  // Releases every waiting stream and poisons the communicators (see weft::stream::world::abort).
-  void abort(const std::string& reason = "aborted by the caller") { world_->abort(reason); }
+  // Releases every waiting stream and poisons the communicators (see
+  // weft::stream::local_ranks::abort).
+  void abort(const std::string& reason = "aborted by the caller") { ranks_->abort(reason); }
 
  private:
-  std::unique_ptr<weft::stream::world<stream_backend>> world_;
-  std::vector<communicator_type> comms_;  // destroyed before the world
+  std::unique_ptr<weft::stream::local_ranks<stream_backend>> ranks_;
+  std::vector<communicator_type> comms_;  // destroyed before the ranks
 };
 
 // weft::cuda::synchronize(comm, timeout) and weft::cuda::abort(comm) on one communicator.

@@ -7,7 +7,7 @@
 //   weft::allreduce(job.comm(), std::span<float>(data, n), weft::sum{});   // enqueued
 //   weft::cuda::synchronize(job.comm(), 10s);   // cudaStreamSynchronize, bounded
 //
-// The protocol is weft::shm::stream_transport's (weft/transport/shm/stream_ordered.hpp) on
+// The protocol is weft::stream::process_transport's (weft/stream/processes.hpp) on
 // CUDA streams: a send is announced in the receiver's host region; the receiver enqueues, on a
 // stream of its GPU, one cudaMemcpyAsync (or one combine kernel, for a reducing receive)
 // straight from the sender's device pool into the receive buffer, ordered by flags in the
@@ -33,10 +33,10 @@
 #include "weft/communicator.hpp"
 #include "weft/detail/env.hpp"
 #include "weft/error.hpp"
+#include "weft/stream/processes.hpp"
 #include "weft/transport/cuda/communicators.hpp"
 #include "weft/transport/cuda/runtime.hpp"
 #include "weft/transport/cuda/shareable_memory.hpp"
-#include "weft/transport/shm/stream_ordered.hpp"
 
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -51,7 +51,7 @@
 
 namespace weft::cuda {
 
-// weft::shm::ordered::sharing_backend on CUDA: stream_backend's streams, flags and memory for the
+// weft::stream::sharing_backend on CUDA: stream_backend's streams, flags and memory for the
 // rank's one device, device pools shared as VMM descriptors or legacy IPC handles.
 class ipc_backend {
  public:
@@ -167,15 +167,16 @@ class ipc_backend {
   int device_ = 0;
   std::optional<stream_backend> inner_;
 };
-static_assert(weft::shm::ordered::sharing_backend<ipc_backend>);
+static_assert(weft::stream::sharing_backend<ipc_backend>);
 
 // What an IPC rank is made with: the stream-ordered settings, from WEFT_CUDA_DEVICE,
 // WEFT_CUDA_POOL_BYTES, WEFT_CUDA_STAGE_BYTES and WEFT_TIMEOUT_MS (docs/tuning.md).
-struct ipc_config : weft::shm::stream_config {
+struct ipc_config : weft::stream::process_config {
   static ipc_config from_environment() {
     namespace env = weft::detail::env;
     ipc_config result;
-    static_cast<weft::shm::stream_config&>(result) = weft::shm::stream_config::from_environment();
+    static_cast<weft::stream::process_config&>(result) =
+        weft::stream::process_config::from_environment();
     result.pool_bytes = std::size_t{256} << 20;
     if (const auto value = env::bytes("WEFT_CUDA_POOL_BYTES", std::uint64_t{1} << 40)) {
       result.pool_bytes = static_cast<std::size_t>(*value);
@@ -188,7 +189,7 @@ struct ipc_config : weft::shm::stream_config {
   }
 };
 
-using ipc_transport = weft::shm::stream_transport<ipc_backend, ipc_config>;
+using ipc_transport = weft::stream::process_transport<ipc_backend, ipc_config>;
 static_assert(weft::transport<ipc_transport>);
 static_assert(weft::reducing_transport<ipc_transport>);
 
@@ -216,7 +217,7 @@ void deallocate(communicator<ipc_transport>& comm, T* p, std::size_t count) {
   comm.memory().deallocate(reinterpret_cast<std::byte*>(p), count * sizeof(T));
 }
 
-using weft::shm::abort;
-using weft::shm::synchronize;
+using weft::stream::abort;
+using weft::stream::synchronize;
 
 }  // namespace weft::cuda

@@ -1,15 +1,16 @@
-// weft/transport/shm/ordered/meeting.hpp — how a stream-ordered rank meets the others of its
+// weft/stream/processes/meeting.hpp — how a stream-ordered rank meets the others of its
 // host: its region and pool handed over a Unix socket (weft/transport/shm/wiring.hpp), theirs
-// mapped and registered with the device. Part of weft/transport/shm/ordered/world.hpp.
+// mapped and registered with the device. Members of weft::stream::process_rank
+// (weft/stream/processes/process_rank.hpp).
 #pragma once
 
-#include "weft/transport/shm/ordered/world.hpp"
+#include "weft/stream/processes/process_rank.hpp"
 
-namespace weft::shm::ordered {
+namespace weft::stream {
 
 // Meets the other ranks of this host: hands over this rank's region and pool, maps theirs.
 template <sharing_backend Backend>
-void world<Backend>::meet(bootstrap::store& meeting) {
+void process_rank<Backend>::meet(bootstrap::store& meeting) {
   // Watched from the start: a rank killed while the others wait for it at start-up is a notice
   // that ends their wait (weft/bootstrap/failure_watch.hpp); later, any rank's loss aborts this
   // one.
@@ -26,16 +27,16 @@ void world<Backend>::meet(bootstrap::store& meeting) {
     const std::string key = config_.prefix + "/shm-ordered/";
     bootstrap::claim_rank(meeting, config_.prefix + "/shm-ordered-rank/" + std::to_string(rank_),
                           rank_);
-    detail::handover offer;
+    shm::detail::handover offer;
     offer.descriptors.push_back(own_.descriptor());
     if (pool_->descriptor() >= 0) offer.descriptors.push_back(pool_->descriptor());
     const std::uint64_t sizes[2] = {
         own_.bytes(), pool_->bytes()};  // the pool as made (the device may round it up)
     offer.payload.assign(reinterpret_cast<const char*>(sizes), sizeof sizes);
     offer.payload += pool_->handle();
-    detail::region_server server(config_.secret, std::move(offer), size_ - 1);
-    const std::string identity = detail::host_identity();
-    const std::string here = detail::host_name();
+    shm::detail::region_server server(config_.secret, std::move(offer), size_ - 1);
+    const std::string identity = shm::detail::host_identity();
+    const std::string here = shm::detail::host_name();
     const std::string shape = std::to_string(shape_.envelopes) + "/" +
                               std::to_string(shape_.flags) + "/" + std::string(pool_->way());
     meeting.set(key + std::to_string(rank_), identity + "|" + here + "|" + server.name() + "|" +
@@ -77,7 +78,7 @@ void world<Backend>::meet(bootstrap::store& meeting) {
                                                 field[3] + ", " + who() + " " + shape +
                                                 ": every rank must be built and configured alike");
       }
-      attach(peer, detail::fetch_handover(field[2], config_.secret, peer, deadline));
+      attach(peer, shm::detail::fetch_handover(field[2], config_.secret, peer, deadline));
     }
     if (!server.finish(deadline)) {
       throw error(errc::timeout,
@@ -93,7 +94,7 @@ void world<Backend>::meet(bootstrap::store& meeting) {
 
 // Maps what `peer` handed over: its region (registered for the device) and its pool.
 template <sharing_backend Backend>
-void world<Backend>::attach(int peer, detail::fetched got) {
+void process_rank<Backend>::attach(int peer, shm::detail::fetched got) {
   const auto p = static_cast<std::size_t>(peer);
   pids_[p] = got.pid;
   pidfds_[p] = got.pidfd;
@@ -114,9 +115,9 @@ void world<Backend>::attach(int peer, detail::fetched got) {
                                        "'s region has " + std::to_string(sizes[0]) +
                                        " bytes, not " + std::to_string(shape_.total()));
     }
-    peer_regions_.push_back(detail::map_region(got.descriptors[0],
-                                               static_cast<std::size_t>(sizes[0]),
-                                               "rank " + std::to_string(peer) + "'s region"));
+    peer_regions_.push_back(shm::detail::map_region(got.descriptors[0],
+                                                    static_cast<std::size_t>(sizes[0]),
+                                                    "rank " + std::to_string(peer) + "'s region"));
   } catch (...) {
     if (pool_fd >= 0) ::close(pool_fd);
     throw;
@@ -130,4 +131,4 @@ void world<Backend>::attach(int peer, detail::fetched got) {
   pool_bases_[p] = peer_pools_[p]->data();
 }
 
-}  // namespace weft::shm::ordered
+}  // namespace weft::stream

@@ -1,10 +1,10 @@
-// weft/stream/world.hpp — ranks of one process whose collectives only enqueue work on streams:
-// the shape of weft's GPU path (weft/transport/cuda/communicators.hpp), written once over a
-// backend that supplies streams, flags and a memory space bound to a stream
+// weft/stream/local_ranks.hpp — ranks of one process whose collectives only enqueue work on
+// streams: the shape of weft's GPU path (weft/transport/cuda/communicators.hpp), written once over
+// a backend that supplies streams, flags and a memory space bound to a stream
 // (weft/stream/host_streams.hpp runs it on CPU threads, for tests and for programs written for
 // GPUs on a machine without one).
 //
-//   weft::stream::world<Backend> ranks(backend, devices);      // one rank per entry of `devices`
+//   weft::stream::local_ranks<Backend> ranks(backend, devices); // one rank per entry of `devices`
 //   weft::communicator comm0(ranks.endpoint(0)), comm1(ranks.endpoint(1));
 //   weft::allreduce(comm0, data0, weft::sum{});                // enqueues, returns at once
 //   weft::allreduce(comm1, data1, weft::sum{});                // one host thread may issue both
@@ -13,7 +13,7 @@
 // How a message moves. Every buffer of the process is addressable by every stream, so every
 // message is one copy, from the send buffer straight into the receive buffer (or one combine,
 // for a reducing receive). A send and its receive are matched on the host when the second of
-// the two is posted; that post enqueues the transfer on a lane: a stream of the receiver's
+// the two is posted; that post enqueues the transfer on a carrier: a stream of the receiver's
 // device that waits until both ranks' streams have reached their posts (each post writes the
 // rank's "posted" flag), copies, and writes the transfer's "done" flag. A rank's wait on a
 // request enqueues, on its own stream, a wait for that done flag and returns: it orders the
@@ -21,12 +21,12 @@
 // may be enqueued before the peer has posted at all, which is what lets one thread issue a
 // collective on every rank in turn. A transfer waits for nothing but its two posts (the
 // progress rule of two-sided nonblocking messages, so no order of posts and waits that
-// completes on a host transport deadlocks here): each pair of ranks has a lane, and a transfer
+// completes on a host transport deadlocks here): each pair of ranks has a carrier, and a transfer
 // queues behind another on it only when that one was posted earlier on both sides; one that
-// the two ranks posted in different orders gets a lane of its own.
+// the two ranks posted in different orders gets a carrier of its own.
 //
 // Whole collectives (weft::fused: allreduce, reduce_scatter, allgather). Every rank posts
-// its part with the call's tag; the last post enqueues on one lane of each device a wait for
+// its part with the call's tag; the last post enqueues on one carrier of each device a wait for
 // every rank's post, that device's share of the work straight from every input into every
 // output, and the device's done flag (weft/stream/whole_collective.hpp); each rank's wait is
 // a wait for each device's flag. No messages, no scratch.
@@ -34,7 +34,7 @@
 // Faults. No stream waits for ever: synchronize(rank, timeout) throws errc::timeout naming the
 // rank, the peer, the collective and step whose transfer has not come (a rank that never
 // issued its call, say); abort(reason) writes every flag a stream may wait on, so every stream
-// runs to its end, and poisons the world: every later post, wait and synchronize throws.
+// runs to its end, and poisons every rank: every later post, wait and synchronize throws.
 #pragma once
 
 #include "weft/call.hpp"
@@ -43,9 +43,11 @@
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
-#include "weft/stream/endpoint.hpp"
+#include "weft/stream/backend.hpp"
+#include "weft/stream/carriers.hpp"
 #include "weft/stream/flags.hpp"
-#include "weft/stream/lanes.hpp"
+#include "weft/stream/local_transport.hpp"
+#include "weft/stream/operations.hpp"
 #include "weft/stream/whole_collective.hpp"
 #include "weft/transport.hpp"
 
@@ -68,22 +70,22 @@
 namespace weft::stream {
 
 template <backend Backend>
-class world {
+class local_ranks {
  public:
   using stream_type = typename Backend::stream_type;
   using memory_type = typename Backend::memory_type;
 
   // One rank per entry of `devices` (a device may appear more than once: ranks sharing it).
-  // `streams`, when given (one per rank), are the caller's and stay alive while the world
-  // does; otherwise the world makes a stream per rank and destroys it at the end.
-  world(Backend backend, std::vector<int> devices, std::vector<stream_type> streams = {})
+  // `streams`, when given (one per rank), are the caller's and stay alive while these ranks
+  // do; otherwise local_ranks makes a stream per rank and destroys it at the end.
+  local_ranks(Backend backend, std::vector<int> devices, std::vector<stream_type> streams = {})
       : backend_(std::move(backend)), flags_(backend_) {
     if (devices.empty())
-      throw error(errc::invalid_argument, "a stream-ordered world needs at least one rank");
+      throw error(errc::invalid_argument, "stream-ordered ranks: at least one rank is needed");
     if (!streams.empty() && streams.size() != devices.size()) {
-      throw error(errc::invalid_argument, "a stream-ordered world of " +
-                                              std::to_string(devices.size()) + " ranks was given " +
-                                              std::to_string(streams.size()) + " streams");
+      throw error(errc::invalid_argument,
+                  "stream-ordered ranks: " + std::to_string(devices.size()) + " ranks was given " +
+                      std::to_string(streams.size()) + " streams");
     }
     ranks_.reserve(devices.size());
     try {
@@ -96,8 +98,8 @@ class world {
       }
       for (std::size_t i = 0; i < devices.size(); ++i)
         endpoints_.emplace_back(this, static_cast<int>(i));
-      lanes_.resize(devices.size() * devices.size() +
-                    devices.size());  // pairs, then each rank's whole collectives
+      carriers_.resize(devices.size() * devices.size() +
+                       devices.size());  // pairs, then each rank's whole collectives
       for (const int reader : devices) {
         for (const int owner : devices)
           reaches_all_ = reaches_all_ && backend_.direct_access(reader, owner);
@@ -117,38 +119,40 @@ class world {
       throw;
     }
   }
-  world(const world&) = delete;
-  world& operator=(const world&) = delete;
-  // Waits (bounded) for every stream to finish what it was given, then frees them: destroying a
-  // world with work still enqueued would leave its streams waiting on flags that are gone.
-  ~world() {
+  local_ranks(const local_ranks&) = delete;
+  local_ranks& operator=(const local_ranks&) = delete;
+  // Waits (bounded) for every stream to finish what it was given, then frees them: destroying
+  // ranks with work still enqueued would leave its streams waiting on flags that are gone.
+  ~local_ranks() {
     abort_if_busy();
     destroy_streams();
   }
 
   int size() const { return static_cast<int>(ranks_.size()); }
-  transport<Backend>& endpoint(int rank) { return endpoints_[static_cast<std::size_t>(rank)]; }
+  local_transport<Backend>& endpoint(int rank) {
+    return endpoints_[static_cast<std::size_t>(rank)];
+  }
   memory_type& memory(int rank) { return ranks_[static_cast<std::size_t>(rank)]->memory; }
   stream_type stream(int rank) const { return ranks_[static_cast<std::size_t>(rank)]->stream; }
   int device(int rank) const { return ranks_[static_cast<std::size_t>(rank)]->device; }
 
   // Waits until everything enqueued on `rank`'s stream has run. Throws errc::timeout after
   // `timeout`, naming what the stream waits for. After an abort it also waits for every transfer
-  // still in flight (they may touch any rank's buffers), then throws what poisoned the world.
+  // still in flight (they may touch any rank's buffers), then throws what poisoned the ranks.
   void synchronize(int rank, std::chrono::milliseconds timeout) {
     rank_state& r = *ranks_[static_cast<std::size_t>(rank)];
     const auto deadline = deadline_clock::now() + timeout;
     auto late = [&] { return timed_out(rank, timeout); };
     detail::poll_until([&] { return backend_.idle(r.stream); }, deadline, late);
-    // The aborted streams no longer wait for their transfers: wait for every lane as well, so
+    // The aborted streams no longer wait for their transfers: wait for every carrier as well, so
     // that the caller may free the buffers once this returns.
-    if (aborted()) detail::poll_until([&] { return lanes_idle(); }, deadline, late);
+    if (aborted()) detail::poll_until([&] { return carriers_idle(); }, deadline, late);
     std::lock_guard lock(mutex_);
     r.waits.clear();
     refuse_if_aborted(rank);
   }
 
-  // Releases every stream of the world (every flag a stream may wait on is written) and
+  // Releases every stream of these ranks (every flag a stream may wait on is written) and
   // poisons it: later posts, waits and synchronizes throw errc::transport with `reason`.
   // Results of the calls in flight are undefined; the streams still run to their end, so the
   // caller synchronizes them before freeing buffers they use.
@@ -168,9 +172,9 @@ class world {
   }
 
  private:
-  friend class transport<Backend>;
+  friend class local_transport<Backend>;
 
-  using lane = detail::lane<Backend>;
+  using carrier = detail::carrier<Backend>;
 
   struct rank_state {
     rank_state(int d, stream_type s, bool own, memory_type m)
@@ -248,14 +252,14 @@ class world {
     return op;
   }
 
-  // The lane's work for a matched pair: wait for both posts, copy or combine, write done.
+  // The carrier's work for a matched pair: wait for both posts, copy or combine, write done.
   void enqueue_transfer(const detail::operation& sent, const detail::operation& received) {
     rank_state& from = *ranks_[static_cast<std::size_t>(sent.source)];
     rank_state& to = *ranks_[static_cast<std::size_t>(received.destination)];
     const std::uint32_t posts[] = {sent.posted, received.posted};
-    lane& l = lane_after(lanes_[static_cast<std::size_t>(sent.source) * ranks_.size() +
-                                static_cast<std::size_t>(received.destination)],
-                         to.device, posts);
+    carrier& l = carrier_after(carriers_[static_cast<std::size_t>(sent.source) * ranks_.size() +
+                                         static_cast<std::size_t>(received.destination)],
+                               to.device, posts);
     if (&from != &to) {
       const flag_wait posts[] = {{from.posted.word, sent.posted},
                                  {to.posted.word, received.posted}};
@@ -283,10 +287,10 @@ class world {
     l.last = sent.done;
   }
 
-  lane& lane_after(detail::lane_set<Backend>& mine, int device,
-                   std::span<const std::uint32_t> posts) {
-    return detail::lane_after(backend_, mine, device, posts,
-                              [&](int d, stream_type s) { return backend_.memory_on(d, s); });
+  carrier& carrier_after(detail::carrier_set<Backend>& mine, int device,
+                         std::span<const std::uint32_t> posts) {
+    return detail::carrier_after(backend_, mine, device, posts,
+                                 [&](int d, stream_type s) { return backend_.memory_on(d, s); });
   }
 
   bool runs_collectives() const { return reaches_all_; }
@@ -350,7 +354,7 @@ class world {
     return op;
   }
 
-  // Every rank has posted: a lane of each device waits for every post, runs the device's
+  // Every rank has posted: a carrier of each device waits for every post, runs the device's
   // passes, and writes the device's done flag (a device with nothing to do is done at once).
   void enqueue_whole(detail::whole_call& g, const weft::detail::reducer* combine) {
     const std::size_t p = ranks_.size();
@@ -370,9 +374,9 @@ class world {
         posted.push_back(g.parts[i].posted);
         posts.push_back({ranks_[i]->posted.word, g.parts[i].posted});
       }
-      lane& l =
-          lane_after(lanes_[p * p + d],
-                     ranks_[static_cast<std::size_t>(ranks_on_device_[d].front())]->device, posted);
+      carrier& l = carrier_after(
+          carriers_[p * p + d],
+          ranks_[static_cast<std::size_t>(ranks_on_device_[d].front())]->device, posted);
       wait_flags(l.stream, posts);
       for (const auto& work : passes) {
         if (combine != nullptr) {
@@ -473,8 +477,8 @@ class world {
   void refuse_if_aborted(int rank) const {
     if (aborted_) {
       throw error(errc::transport, "rank " + std::to_string(rank) +
-                                       ": this stream-ordered world was aborted (" + *aborted_ +
-                                       "); make a new one");
+                                       ": these stream-ordered ranks were aborted (" + *aborted_ +
+                                       "); make new ones");
     }
   }
 
@@ -495,9 +499,9 @@ class world {
                  head + "; it waits for no other rank: the device is still busy with its own work");
   }
 
-  bool lanes_idle() {
+  bool carriers_idle() {
     std::lock_guard lock(mutex_);
-    return detail::lanes_idle(backend_, lanes_);
+    return detail::carriers_idle(backend_, carriers_);
   }
 
   // The destructor's bounded wait: streams with work left after 10 s are released by abort.
@@ -507,13 +511,13 @@ class world {
           for (auto& r : ranks_) {
             if (!backend_.idle(r->stream)) return true;
           }
-          return !lanes_idle();
+          return !carriers_idle();
         },
-        [&] { abort("the world was destroyed with work in flight"); });
+        [&] { abort("the ranks were destroyed with work in flight"); });
   }
 
   void destroy_streams() noexcept {
-    detail::destroy_lanes(backend_, lanes_);
+    detail::destroy_carriers(backend_, carriers_);
     for (auto& r : ranks_) {
       if (r->owns_stream) backend_.destroy_stream(r->stream);
     }
@@ -523,9 +527,9 @@ class world {
   mutable std::mutex mutex_;
   flag_pool<Backend> flags_;
   std::vector<std::unique_ptr<rank_state>> ranks_;
-  std::deque<transport<Backend>> endpoints_;
+  std::deque<local_transport<Backend>> endpoints_;
   // per pair: sender * size + receiver; then per rank: size * size + rank, its whole collectives
-  std::vector<detail::lane_set<Backend>> lanes_;
+  std::vector<detail::carrier_set<Backend>> carriers_;
   std::vector<std::unique_ptr<detail::whole_call>> wholes_;  // whole collectives not yet forgotten
   bool reaches_all_ = true;  // every rank's device reaches every rank's memory
   std::vector<std::vector<int>> ranks_on_device_;  // by distinct device, in order of first rank
@@ -533,16 +537,16 @@ class world {
   std::optional<std::string> aborted_;
 };
 
-// Waits for `comm`'s stream (see world::synchronize).
+// Waits for `comm`'s stream (see local_ranks::synchronize).
 template <backend Backend>
-void synchronize(communicator<transport<Backend>>& comm, std::chrono::milliseconds timeout) {
+void synchronize(communicator<local_transport<Backend>>& comm, std::chrono::milliseconds timeout) {
   auto& t = comm.underlying_transport();
   t.shared().synchronize(t.rank(), timeout);
 }
 
-// Aborts the world `comm` belongs to (see world::abort).
+// Aborts every rank of the process `comm` belongs to (see local_ranks::abort).
 template <backend Backend>
-void abort(communicator<transport<Backend>>& comm,
+void abort(communicator<local_transport<Backend>>& comm,
            const std::string& reason = "aborted by the caller") {
   comm.underlying_transport().shared().abort(reason);
 }

@@ -1,7 +1,7 @@
-// weft/stream/whole_collective.hpp — a collective a stream-ordered world runs whole
+// weft/stream/whole_collective.hpp — a collective stream-ordered ranks run whole
 // (weft::fused): every rank's part, and the work each device does once all have posted.
 //
-// The world cuts the work by device, not by rank: one lane of each device waits for every
+// The work is cut by device, not by rank: one carrier of each device waits for every
 // rank's post, runs that device's share in as few kernels as it can (one, for an allreduce)
 // and writes one done flag, and each rank's stream waits for one flag per device. Ranks
 // sharing a GPU then cost one stream and one kernel per call, not one per rank.
@@ -39,7 +39,7 @@ struct whole_call {
   tag_t tag = 0;
   collective kind = collective::allreduce;
   std::vector<part> parts;        // by rank
-  std::vector<flag_ticket> done;  // by device (the world's order of distinct devices)
+  std::vector<flag_ticket> done;  // by device (the ranks' order of distinct devices)
   int arrived = 0;
   int released = 0;
   bool enqueued = false;

@@ -1,17 +1,17 @@
-// weft/transport/shm/ordered/watch.hpp — a stream-ordered rank's progress thread (it sleeps on
+// weft/stream/processes/watch.hpp — a stream-ordered rank's progress thread (it sleeps on
 // the rank's doorbell, matches the envelopes that come, and watches the peers: a pidfd per peer
 // process, each peer region's `aborted` word), what an abort releases, and what a timed-out
-// synchronize says. Part of weft/transport/shm/ordered/world.hpp.
+// synchronize says. Members of weft::stream::process_rank (weft/stream/processes/process_rank.hpp).
 #pragma once
 
-#include "weft/transport/shm/ordered/world.hpp"
+#include "weft/stream/processes/process_rank.hpp"
 
-namespace weft::shm::ordered {
+namespace weft::stream {
 
 // The progress thread: sleeps on this rank's doorbell (a peer rings it with each envelope),
 // matches what came, and watches the peers' processes and regions.
 template <sharing_backend Backend>
-void world<Backend>::progress() {
+void process_rank<Backend>::progress() {
   control_block* control = mine().control();
   while (!stopping_.load()) {
     const std::uint32_t seen = control->doorbell.load(std::memory_order_acquire);
@@ -30,14 +30,14 @@ void world<Backend>::progress() {
       more = news();
     }
     if (!more && !stopping_.load())
-      detail::futex_wait(control->doorbell, seen, std::chrono::milliseconds(20));
+      shm::detail::futex_wait(control->doorbell, seen, std::chrono::milliseconds(20));
     control->sleeping.store(0, std::memory_order_relaxed);
   }
 }
 
 // Whether some envelope is waiting to be read.
 template <sharing_backend Backend>
-bool world<Backend>::news() const {
+bool process_rank<Backend>::news() const {
   const region_view here = mine();
   for (int sender = 0; sender < size_; ++sender) {
     const auto s = static_cast<std::size_t>(sender);
@@ -49,7 +49,7 @@ bool world<Backend>::news() const {
 
 // Locked. A peer whose process ended, or that aborted, aborts this rank.
 template <sharing_backend Backend>
-void world<Backend>::watch_peers() {
+void process_rank<Backend>::watch_peers() {
   if (aborted_) return;
   for (int peer = 0; peer < size_; ++peer) {
     const auto p = static_cast<std::size_t>(peer);
@@ -79,10 +79,10 @@ void world<Backend>::watch_peers() {
   }
 }
 
-// Locked. Releases this rank's streams and lanes, withdraws what is unmatched, and says so in
+// Locked. Releases this rank's streams and carriers, withdraws what is unmatched, and says so in
 // this rank's region so that every peer aborts too.
 template <sharing_backend Backend>
-void world<Backend>::abort_locked(const std::string& reason, errc code) {
+void process_rank<Backend>::abort_locked(const std::string& reason, errc code) {
   if (!aborted_) {
     aborted_ = reason;
     code_ = code;
@@ -94,11 +94,11 @@ void world<Backend>::abort_locked(const std::string& reason, errc code) {
     state->aborted.store(1, std::memory_order_release);
     for (int peer = 0; peer < size_; ++peer) {
       if (peer != rank_ && views_[static_cast<std::size_t>(peer)].base != nullptr)
-        detail::ring(views_[static_cast<std::size_t>(peer)].control());
+        shm::detail::ring(views_[static_cast<std::size_t>(peer)].control());
     }
   }
   flags_->release_all();
-  for (int peer = 0; peer < size_; ++peer) {  // lanes waiting on a post that may never come
+  for (int peer = 0; peer < size_; ++peer) {  // carriers waiting on a post that may never come
     const region_view v = views_[static_cast<std::size_t>(peer)];
     if (v.base == nullptr) continue;
     const std::uint32_t highest =
@@ -109,7 +109,7 @@ void world<Backend>::abort_locked(const std::string& reason, errc code) {
     for (operation* op : queue) settle(op, false);
     queue.clear();
   }
-  for (auto& g : wholes_) {  // lanes waiting for the peers' shares of a whole collective
+  for (auto& g : wholes_) {  // carriers waiting for the peers' shares of a whole collective
     for (int peer = 0; peer < size_ && g->enqueued; ++peer) {
       const announced& part = g->from[static_cast<std::size_t>(peer)];
       if (peer != rank_)
@@ -119,7 +119,7 @@ void world<Backend>::abort_locked(const std::string& reason, errc code) {
 }
 
 template <sharing_backend Backend>
-error world<Backend>::timed_out(std::chrono::milliseconds timeout) {
+error process_rank<Backend>::timed_out(std::chrono::milliseconds timeout) {
   std::lock_guard lock(mutex_);
   const std::string head = who() + " (device " + std::to_string(device_) +
                            "): its stream did not finish within " +
@@ -138,7 +138,7 @@ error world<Backend>::timed_out(std::chrono::milliseconds timeout) {
 // Locked. Whether this rank still waits for `peer`: a receive from it unmatched, a transfer with
 // it unfinished, or a whole collective without its part.
 template <sharing_backend Backend>
-bool world<Backend>::waits_on(int peer) const {
+bool process_rank<Backend>::waits_on(int peer) const {
   if (!pending_[static_cast<std::size_t>(peer)].empty()) return true;
   for (const auto& w : waits_) {
     if (w.peer == peer && !w.done.done()) return true;
@@ -149,4 +149,4 @@ bool world<Backend>::waits_on(int peer) const {
   return false;
 }
 
-}  // namespace weft::shm::ordered
+}  // namespace weft::stream

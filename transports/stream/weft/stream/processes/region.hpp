@@ -1,5 +1,5 @@
-// weft/transport/shm/ordered/region.hpp — the host memory a stream-ordered rank shares with the
-// ranks of its host (weft/transport/shm/stream_ordered.hpp), and how it is laid out.
+// weft/stream/processes/region.hpp — the host memory a stream-ordered rank shares with the
+// ranks of its host (weft/stream/processes.hpp), and how it is laid out.
 //
 // One region per rank (memfd, as the shm transport's: no name anywhere, gone with the last
 // process that maps it), mapped by every peer, and registered with the device where the
@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <string>
 
-namespace weft::shm::ordered {
+namespace weft::stream {
 
 using weft::shm::detail::cache_line;
 using weft::shm::detail::control_block;
@@ -55,7 +55,7 @@ struct alignas(cache_line) envelope {
   std::uint32_t value;   // what that flag is raised to
   std::uint32_t kind;    // 0: a message; else 1 + the collective of a part
   // A message staged in pieces (pieces > 1): `where` and `out_where` are the two areas the
-  // sender's staging lane fills in turn, `out_bytes` a piece's bytes; the lane raises `ready`
+  // sender's staging carrier fills in turn, `out_bytes` a piece's bytes; the carrier raises `ready`
   // to ready_value + i once piece i is in its area, the receiver's transfer raises `consumed`
   // to consumed_value + i once it has read it.
   std::uint32_t pieces;
@@ -68,7 +68,7 @@ static_assert(sizeof(envelope) == 2 * cache_line);
 
 inline constexpr std::size_t flag_chunk = 1024;  // flags are handed out in chunks of this many
 
-// Where things are in the region of a world of `ranks` with `envelopes` per FIFO and `flags`.
+// Where things are in the region of a job of `ranks` with `envelopes` per FIFO and `flags`.
 struct layout {
   std::size_t ranks = 0;
   std::size_t envelopes = 0;
@@ -83,7 +83,7 @@ struct layout {
   std::size_t flags_offset() const { return fifo_offset(static_cast<int>(ranks)); }
   std::size_t total() const {
     const std::size_t end = flags_offset() + flags * sizeof(std::uint32_t);
-    return (end + detail::page_bytes - 1) / detail::page_bytes * detail::page_bytes;
+    return (end + shm::detail::page_bytes - 1) / shm::detail::page_bytes * shm::detail::page_bytes;
   }
 };
 
@@ -136,4 +136,4 @@ class region_flags {
   std::size_t used_ = 0;
 };
 
-}  // namespace weft::shm::ordered
+}  // namespace weft::stream

@@ -1,10 +1,10 @@
-// weft/stream/lanes.hpp — the streams that carry transfers between the ranks of a
-// stream-ordered world (weft/stream/world.hpp, and the one whose ranks are processes,
-// weft/transport/shm/stream_ordered.hpp).
+// weft/stream/carriers.hpp — the streams that carry transfers between stream-ordered ranks, in
+// one process (weft/stream/local_ranks.hpp) and between processes (weft/stream/processes.hpp).
+// (Not the nonblocking engine's lanes, weft/detail/lanes.hpp: those order calls in flight.)
 //
 // A transfer waits for nothing but its posts (each side's "posted" flag reaching the value of
-// its post), so it runs on a lane of its own kind: a stream that never waits for anything a
-// rank's stream does after its post. Transfers share a lane when that delays nothing.
+// its post), so it runs on a carrier of its own kind: a stream that never waits for anything a
+// rank's stream does after its post. Transfers share a carrier when that delays nothing.
 #pragma once
 
 #include "weft/stream/flags.hpp"
@@ -21,7 +21,7 @@
 namespace weft::stream::detail {
 
 template <class Backend, class Memory = typename Backend::memory_type>
-struct lane {
+struct carrier {
   typename Backend::stream_type stream;
   Memory memory;
   flag_ticket last;  // the last transfer's done flag (a word that is never written: idle)
@@ -30,16 +30,17 @@ struct lane {
 };
 
 template <class Backend, class Memory = typename Backend::memory_type>
-using lane_set = std::vector<std::unique_ptr<lane<Backend, Memory>>>;
+using carrier_set = std::vector<std::unique_ptr<carrier<Backend, Memory>>>;
 
-// The lane for a transfer whose sides posted at `posts`, from `mine`: the first that is idle, or
+// The carrier for a transfer whose sides posted at `posts`, from `mine`: the first that is idle, or
 // whose last transfer was posted before this one on every side (then whatever that one waits
-// for, this one waits for too, and queueing behind it delays nothing); else a new lane on
+// for, this one waits for too, and queueing behind it delays nothing); else a new carrier on
 // `device`, whose memory space make_memory(device, stream) gives. Transfers posted in order on
-// every side (the usual case) share one lane.
+// every side (the usual case) share one carrier.
 template <class Backend, class Memory, class MakeMemory>
-lane<Backend, Memory>& lane_after(Backend& backend, lane_set<Backend, Memory>& mine, int device,
-                                  std::span<const std::uint32_t> posts, MakeMemory make_memory) {
+carrier<Backend, Memory>& carrier_after(Backend& backend, carrier_set<Backend, Memory>& mine,
+                                        int device, std::span<const std::uint32_t> posts,
+                                        MakeMemory make_memory) {
   auto later = [](std::uint32_t a, std::uint32_t b) {
     return static_cast<std::int32_t>(a - b) > 0;
   };
@@ -52,8 +53,8 @@ lane<Backend, Memory>& lane_after(Backend& backend, lane_set<Backend, Memory>& m
     }
   }
   const auto s = backend.make_stream(device);
-  mine.push_back(std::make_unique<lane<Backend, Memory>>(
-      lane<Backend, Memory>{s, make_memory(device, s), {}, {posts.begin(), posts.end()}}));
+  mine.push_back(std::make_unique<carrier<Backend, Memory>>(
+      carrier<Backend, Memory>{s, make_memory(device, s), {}, {posts.begin(), posts.end()}}));
   return *mine.back();
 }
 
@@ -108,9 +109,9 @@ void drain_or_abort(Busy busy, Abort abort) noexcept {
   }
 }
 
-// Whether every lane has run everything enqueued on it.
+// Whether every carrier has run everything enqueued on it.
 template <class Backend, class Memory>
-bool lanes_idle(Backend& backend, const std::vector<lane_set<Backend, Memory>>& all) {
+bool carriers_idle(Backend& backend, const std::vector<carrier_set<Backend, Memory>>& all) {
   for (const auto& mine : all) {
     for (const auto& l : mine) {
       if (!backend.idle(l->stream)) return false;
@@ -120,7 +121,7 @@ bool lanes_idle(Backend& backend, const std::vector<lane_set<Backend, Memory>>& 
 }
 
 template <class Backend, class Memory>
-void destroy_lanes(Backend& backend, std::vector<lane_set<Backend, Memory>>& all) noexcept {
+void destroy_carriers(Backend& backend, std::vector<carrier_set<Backend, Memory>>& all) noexcept {
   for (auto& mine : all) {
     for (auto& l : mine) backend.destroy_stream(l->stream);
   }

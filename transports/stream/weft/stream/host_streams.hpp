@@ -1,7 +1,7 @@
-// weft/stream/host_streams.hpp — streams on CPU threads: a backend for weft::stream::world that
-// runs the GPU path's protocol (enqueued copies, combines and flag waits) with no GPU.
+// weft/stream/host_streams.hpp — streams on CPU threads: a backend for the stream-ordered protocol
+// that runs the GPU path's protocol (enqueued copies, combines and flag waits) with no GPU.
 //
-//   weft::stream::world<weft::stream::host_streams> ranks({}, {0, 0, 0, 0});   // 4 ranks
+//   weft::stream::local_ranks<weft::stream::host_streams> ranks({}, {0, 0, 0, 0});  // 4 ranks
 //   weft::communicator comm(ranks.endpoint(0));
 //
 // Each stream is a thread that runs the work enqueued on it in order; a flag wait blocks that

@@ -1,5 +1,7 @@
-// weft/transport/shm/ordered/world.hpp — one rank of a stream-ordered job whose ranks are
-// processes of one host: the protocol of weft/transport/shm/stream_ordered.hpp.
+// weft/stream/processes/process_rank.hpp — one rank of a stream-ordered job whose ranks are
+// processes of one host: the protocol of weft/stream/processes.hpp. The class is declared here;
+// its members are defined by concern beside it (meeting.hpp, messages.hpp, watch.hpp,
+// whole.hpp), and weft/stream/processes.hpp includes them all: include that one.
 //
 // A send's post enqueues, on the rank's stream, the staging copy (for a buffer outside the pool)
 // and the write of its `posted` word, then publishes an envelope in the receiver's region (tag,
@@ -7,14 +9,14 @@
 // A receive's post enqueues its own `posted` write. The receiver matches the two on its host:
 // at the receive's post when the envelope is there, else on its progress thread when the
 // envelope comes (messages of one pair and tag match in posting order). The match enqueues
-// the transfer on a lane of the receiver's device: wait for both posts, copy (or combine) from
+// the transfer on a carrier of the receiver's device: wait for both posts, copy (or combine) from
 // the sender's pool into the receive buffer, write the receive's done flag and, in the
 // sender's region, the send's. A wait on either side only enqueues a wait for its done flag on
-// the rank's stream, so collectives only enqueue, as in one process (weft/stream/world.hpp).
+// the rank's stream, so collectives only enqueue, as in one process (weft/stream/local_ranks.hpp).
 //
 // Faults. A peer's process that ends (its pidfd) or a peer that aborts (its region says so)
 // aborts this rank: every flag its streams may wait on is written, so they run to their end;
-// the next synchronize throws peer_lost naming the peer (or the peer's reason) after the lanes
+// the next synchronize throws peer_lost naming the peer (or the peer's reason) after the carriers
 // are idle, and every later call throws.
 #pragma once
 
@@ -22,11 +24,12 @@
 #include "weft/bootstrap/store.hpp"
 #include "weft/detail/operation_pool.hpp"
 #include "weft/error.hpp"
-#include "weft/stream/endpoint.hpp"
+#include "weft/stream/backend.hpp"
+#include "weft/stream/carriers.hpp"
 #include "weft/stream/flags.hpp"
-#include "weft/stream/lanes.hpp"
-#include "weft/transport/shm/ordered/region.hpp"
-#include "weft/transport/shm/ordered/sharing.hpp"
+#include "weft/stream/operations.hpp"
+#include "weft/stream/processes/region.hpp"
+#include "weft/stream/processes/sharing.hpp"
 #include "weft/transport/shm/pool.hpp"
 #include "weft/transport/shm/wiring.hpp"
 
@@ -49,18 +52,12 @@
 #include <utility>
 #include <vector>
 
-namespace weft::shm::ordered {
+namespace weft::stream {
 
-using weft::stream::flag_pool;
-using weft::stream::flag_ticket;
-using weft::stream::flag_wait;
-using weft::stream::reached;
-using weft::stream::read_flag;
-using weft::stream::store_flag;
 using weft::stream::detail::mismatch_message;
 
-// What a rank is made with (weft::shm::stream_config says where each comes from).
-struct settings {
+// What a rank is made with (weft::stream::process_config says where each comes from).
+struct process_settings {
   std::string prefix = "weft";
   std::string secret;
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
@@ -73,14 +70,14 @@ struct settings {
 };
 
 template <sharing_backend Backend>
-class world {
+class process_rank {
  public:
   using stream_type = typename Backend::stream_type;
   using memory_type = pooled_memory<typename Backend::memory_type>;
   using operation = weft::stream::detail::operation;
 
-  world(Backend backend, int rank, int size, int device, bootstrap::store* meeting,
-        const settings& config)
+  process_rank(Backend backend, int rank, int size, int device, bootstrap::store* meeting,
+               const process_settings& config)
       : backend_(std::move(backend)),
         rank_(rank),
         size_(size),
@@ -96,19 +93,19 @@ class world {
       throw error(errc::invalid_argument, "stream-ordered transport: " + std::to_string(size) +
                                               " ranks need a bootstrap store to meet through");
     }
-    if (config_.pool_bytes < detail::page_bytes || config_.envelopes < 2) {
+    if (config_.pool_bytes < shm::detail::page_bytes || config_.envelopes < 2) {
       throw error(errc::invalid_argument,
                   "stream-ordered transport: a pool of at least 4096 bytes and at least "
                   "2 envelopes per pair");
     }
     pool_.emplace(
         backend_.make_pool(device_, config_.pool_bytes));  // binds the backend to the device
-    own_ = detail::create_region(shape_.total());
+    own_ = shm::detail::create_region(shape_.total());
     backend_.register_host(own_.base(), own_.bytes());
     registered_.push_back(own_.base());
     views_.assign(static_cast<std::size_t>(size), region_view{nullptr, &shape_});
     views_[static_cast<std::size_t>(rank)].base = own_.base();
-    allocator_ = std::make_unique<detail::pool>(pool_->data(), config_.pool_bytes);
+    allocator_ = std::make_unique<shm::detail::pool>(pool_->data(), config_.pool_bytes);
     pool_bases_.assign(static_cast<std::size_t>(size), nullptr);
     pool_bases_[static_cast<std::size_t>(rank)] = pool_->data();
     peer_pools_.resize(static_cast<std::size_t>(size));
@@ -122,8 +119,8 @@ class world {
     read_.assign(static_cast<std::size_t>(size), 0);
     arrived_.resize(static_cast<std::size_t>(size));
     pending_.resize(static_cast<std::size_t>(size));
-    lanes_.resize(static_cast<std::size_t>(size) +
-                  2);  // per sender, the whole collectives, the staging
+    carriers_.resize(static_cast<std::size_t>(size) +
+                     2);  // per sender, the whole collectives, the staging
     highest_post_.assign(static_cast<std::size_t>(size), 0);
     try {
       if (size > 1) meet(*meeting);
@@ -135,13 +132,13 @@ class world {
     watching_ = true;
     progress_ = std::thread([this] { progress(); });
   }
-  world(const world&) = delete;
-  world& operator=(const world&) = delete;
-  ~world() {
+  process_rank(const process_rank&) = delete;
+  process_rank& operator=(const process_rank&) = delete;
+  ~process_rank() {
     drain_or_abort();
     failures_.reset();  // an orderly end: the lifeline is withdrawn
     stopping_ = true;
-    detail::ring(mine().control());
+    shm::detail::ring(mine().control());
     if (progress_.joinable()) progress_.join();
     mine().control()->closed.store(1, std::memory_order_seq_cst);
     teardown();
@@ -160,8 +157,8 @@ class world {
   }
 
   // Waits until everything enqueued on this rank's stream has run; throws errc::timeout after
-  // `timeout` naming what the stream waits for. After an abort it also waits for the lanes
-  // (they may touch this rank's buffers), then throws what aborted the world.
+  // `timeout` naming what the stream waits for. After an abort it also waits for the carriers
+  // (they may touch this rank's buffers), then throws what aborted this rank.
   void synchronize(int rank, std::chrono::milliseconds timeout) {
     if (rank != rank_) {
       throw error(errc::invalid_argument, "rank " + std::to_string(rank_) +
@@ -171,7 +168,8 @@ class world {
     const auto deadline = deadline_clock::now() + timeout;
     auto late = [&] { return timed_out(timeout); };
     weft::stream::detail::poll_until([&] { return backend_.idle(stream_); }, deadline, late);
-    if (aborted()) weft::stream::detail::poll_until([&] { return lanes_idle(); }, deadline, late);
+    if (aborted())
+      weft::stream::detail::poll_until([&] { return carriers_idle(); }, deadline, late);
     std::lock_guard lock(mutex_);
     waits_.clear();
     refuse_if_aborted();
@@ -199,7 +197,7 @@ class world {
     note_ = note;
   }
 
-  // A send or a receive (weft/transport/shm/ordered/messages.hpp).
+  // A send or a receive (weft/stream/processes/messages.hpp).
   operation* post_send(int peer, tag_t tag, const std::byte* data, std::size_t size);
   operation* post_recv(int peer, tag_t tag, std::byte* data, std::size_t size,
                        const weft::detail::reducer* combine, const std::byte* own);
@@ -247,7 +245,7 @@ class world {
     if (op->settled) ops_.release(op);
   }
 
-  // This rank's part of a whole collective (weft::fused; weft/transport/shm/ordered/whole.hpp).
+  // This rank's part of a whole collective (weft::fused; weft/stream/processes/whole.hpp).
   operation* post_collective(collective kind, std::span<const std::byte> in,
                              std::span<std::byte> out, const weft::detail::reducer* combine,
                              tag_t tag);
@@ -260,7 +258,7 @@ class world {
     std::uint32_t pieces = 1, ready = 0, ready_value = 0, consumed = 0, consumed_value = 0;
   };
   // A whole collective (weft::fused): every rank's part, as mapped here, and what each rank's
-  // share raises when done (weft/transport/shm/ordered/whole.hpp).
+  // share raises when done (weft/stream/processes/whole.hpp).
   struct whole_group : weft::stream::detail::whole_call {
     std::vector<announced> from;                   // by rank
     std::optional<weft::detail::reducer> combine;  // this rank's, once it posted
@@ -274,7 +272,7 @@ class world {
     std::byte* data;
     std::size_t bytes;
   };
-  using lane = weft::stream::detail::lane<Backend, memory_type>;
+  using carrier = weft::stream::detail::carrier<Backend, memory_type>;
 
   region_view mine() const { return views_[static_cast<std::size_t>(rank_)]; }
   std::string who() const { return "rank " + std::to_string(rank_); }
@@ -293,7 +291,7 @@ class world {
     return op;
   }
 
-  // Messages (weft/transport/shm/ordered/messages.hpp).
+  // Messages (weft/stream/processes/messages.hpp).
   void wait_for_room(std::unique_lock<std::mutex>& lock, int peer, const region_view& to);
   template <class Ready, class What>
   void stall_until(std::unique_lock<std::mutex>& lock, Ready ready, What what);
@@ -318,7 +316,7 @@ class world {
   }
 
   // The progress thread, what it watches, and what a fault does
-  // (weft/transport/shm/ordered/watch.hpp).
+  // (weft/stream/processes/watch.hpp).
   void abort_locked(const std::string& reason, errc code);
   error timed_out(std::chrono::milliseconds timeout);
   void progress();
@@ -326,19 +324,19 @@ class world {
   void watch_peers();
   bool waits_on(int peer) const;
 
-  bool lanes_idle() {
+  bool carriers_idle() {
     std::lock_guard lock(mutex_);
-    return weft::stream::detail::lanes_idle(backend_, lanes_);
+    return weft::stream::detail::carriers_idle(backend_, carriers_);
   }
 
   // The destructor's bounded wait for the streams; what is left after 10 s is released by abort.
   void drain_or_abort() noexcept {
     weft::stream::detail::drain_or_abort(
-        [&] { return !backend_.idle(stream_) || !lanes_idle(); },
+        [&] { return !backend_.idle(stream_) || !carriers_idle(); },
         [&] { abort("rank " + std::to_string(rank_) + " was closed with work in flight"); });
   }
 
-  // Whole collectives (weft/transport/shm/ordered/whole.hpp).
+  // Whole collectives (weft/stream/processes/whole.hpp).
   whole_group& group_of(tag_t tag);
   void join(whole_group& g, int rank, const announced& part);
   void arrive_part(int sender, const announced& part);
@@ -347,12 +345,12 @@ class world {
   void forget_finished_wholes();
   void publish(int peer, const announced& part, std::unique_lock<std::mutex>* lock);
 
-  // Meeting the ranks of the host (weft/transport/shm/ordered/meeting.hpp).
+  // Meeting the ranks of the host (weft/stream/processes/meeting.hpp).
   void meet(bootstrap::store& meeting);
-  void attach(int peer, detail::fetched got);
+  void attach(int peer, shm::detail::fetched got);
 
   void teardown() noexcept {
-    weft::stream::detail::destroy_lanes(backend_, lanes_);
+    weft::stream::detail::destroy_carriers(backend_, carriers_);
     if (stream_ != stream_type{}) backend_.destroy_stream(stream_);
     stream_ = stream_type{};
     for (std::byte* base : registered_) backend_.unregister_host(base);
@@ -367,14 +365,14 @@ class world {
   int rank_;
   int size_;
   int device_;
-  settings config_;
+  process_settings config_;
   layout shape_;
-  detail::mapping own_;
-  std::vector<detail::mapping> peer_regions_;
+  shm::detail::mapping own_;
+  std::vector<shm::detail::mapping> peer_regions_;
   std::vector<region_view> views_;      // every rank's region, this rank's included
   std::vector<std::byte*> registered_;  // host regions registered with the backend
   std::optional<typename Backend::pool_type> pool_;
-  std::unique_ptr<detail::pool> allocator_;  // over pool_
+  std::unique_ptr<shm::detail::pool> allocator_;  // over pool_
   std::vector<std::optional<typename Backend::mapped_type>> peer_pools_;
   std::vector<std::byte*> pool_bases_;  // every rank's pool as mapped here
   std::vector<pid_t> pids_;
@@ -390,10 +388,10 @@ class world {
   std::vector<std::uint64_t> read_;             // per sender: envelopes read from it
   std::vector<std::deque<announced>> arrived_;  // per sender: envelopes not yet matched
   std::vector<std::deque<operation*>> pending_;  // per sender: receives not yet matched
-  // per sender, then the whole collectives' (lanes_[size]), then the staging lanes (lanes_[size +
-  // 1])
-  std::vector<weft::stream::detail::lane_set<Backend, memory_type>> lanes_;
-  std::vector<std::uint32_t> highest_post_;  // per sender: the latest post a lane waits for
+  // per sender, then the whole collectives' (carriers_[size]), then the staging carriers
+  // (carriers_[size + 1])
+  std::vector<weft::stream::detail::carrier_set<Backend, memory_type>> carriers_;
+  std::vector<std::uint32_t> highest_post_;  // per sender: the latest post a carrier waits for
   std::deque<weft::stream::detail::wait_record> waits_;
   std::deque<staging> staged_;
   std::vector<std::unique_ptr<whole_group>> wholes_;  // whole collectives not yet forgotten
@@ -407,9 +405,4 @@ class world {
   std::thread progress_;
 };
 
-}  // namespace weft::shm::ordered
-
-#include "weft/transport/shm/ordered/meeting.hpp"
-#include "weft/transport/shm/ordered/messages.hpp"
-#include "weft/transport/shm/ordered/watch.hpp"
-#include "weft/transport/shm/ordered/whole.hpp"
+}  // namespace weft::stream

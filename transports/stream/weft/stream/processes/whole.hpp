@@ -1,10 +1,11 @@
-// weft/transport/shm/ordered/whole.hpp — whole collectives (weft::fused) between stream-ordered
+// weft/stream/processes/whole.hpp — whole collectives (weft::fused) between stream-ordered
 // processes: allreduce, reduce_scatter and allgather read every input and write every output
-// once, with no messages. Part of weft/transport/shm/ordered/world.hpp.
+// once, with no messages. Members of weft::stream::process_rank
+// (weft/stream/processes/process_rank.hpp).
 //
 // Each rank announces its part (its input and output as offsets in its pool, staged there by
 // its stream when they lie elsewhere) to every other rank in an envelope. Once a rank knows
-// every part, a lane of its device waits for every rank's post, runs the rank's share
+// every part, a carrier of its device waits for every rank's post, runs the rank's share
 // (weft/stream/whole_collective.hpp cuts the work by rank here: an allreduce's vector in shares
 // of at least 1 MiB, a reduce_scatter's or allgather's block per rank) straight from the
 // peers' pools into the peers' pools, raises the rank's share flag, waits for every other
@@ -12,14 +13,15 @@
 // the rank's stream after that wait.
 #pragma once
 
-#include "weft/transport/shm/ordered/world.hpp"
+#include "weft/stream/processes/process_rank.hpp"
 
-namespace weft::shm::ordered {
+namespace weft::stream {
 
 template <sharing_backend Backend>
-auto world<Backend>::post_collective(collective kind, std::span<const std::byte> in,
-                                     std::span<std::byte> out, const weft::detail::reducer* combine,
-                                     tag_t tag) -> operation* {
+auto process_rank<Backend>::post_collective(collective kind, std::span<const std::byte> in,
+                                            std::span<std::byte> out,
+                                            const weft::detail::reducer* combine, tag_t tag)
+    -> operation* {
   std::unique_lock lock(mutex_);
   refuse_if_aborted();
   whole_group& g = group_of(tag);
@@ -51,7 +53,7 @@ auto world<Backend>::post_collective(collective kind, std::span<const std::byte>
   operation* op = acquire(true, rank_, rank_, tag, in.size());
   g.complete = complete;
   const flag_ticket share = flags_->take();
-  flags_->give_back(share, true);  // this rank's lane raises it
+  flags_->give_back(share, true);  // this rank's carrier raises it
   if (combine != nullptr) g.combine.emplace(*combine);
   g.mine = true;
   announced part;
@@ -76,7 +78,7 @@ auto world<Backend>::post_collective(collective kind, std::span<const std::byte>
 
 // The open group of `tag` (one a peer's part opened, or a new one).
 template <sharing_backend Backend>
-auto world<Backend>::group_of(tag_t tag) -> whole_group& {
+auto process_rank<Backend>::group_of(tag_t tag) -> whole_group& {
   for (auto& g : wholes_) {
     if (!g->enqueued && g->tag == tag) return *g;
   }
@@ -90,7 +92,7 @@ auto world<Backend>::group_of(tag_t tag) -> whole_group& {
 
 // Locked. Records `rank`'s part; the last part enqueues this rank's share.
 template <sharing_backend Backend>
-void world<Backend>::join(whole_group& g, int rank, const announced& part) {
+void process_rank<Backend>::join(whole_group& g, int rank, const announced& part) {
   const auto r = static_cast<std::size_t>(rank);
   g.parts[r] = {pool_bases_[r] + part.where,
                 pool_bases_[r] + part.out_where,
@@ -104,7 +106,7 @@ void world<Backend>::join(whole_group& g, int rank, const announced& part) {
 
 // Locked. A peer's part, from its envelope.
 template <sharing_backend Backend>
-void world<Backend>::arrive_part(int sender, const announced& part) {
+void process_rank<Backend>::arrive_part(int sender, const announced& part) {
   whole_group& g = group_of(part.tag);
   const auto kind = static_cast<collective>(part.kind - 1);
   if (g.arrived == 0) g.kind = kind;
@@ -117,9 +119,9 @@ void world<Backend>::arrive_part(int sender, const announced& part) {
   join(g, sender, part);
 }
 
-// Locked, every part known: this rank's share on a lane, then the wait for every other share.
+// Locked, every part known: this rank's share on a carrier, then the wait for every other share.
 template <sharing_backend Backend>
-void world<Backend>::enqueue_whole(whole_group& g) {
+void process_rank<Backend>::enqueue_whole(whole_group& g) {
   std::vector<std::uint32_t> posts;
   std::vector<flag_wait> waits;
   for (int r = 0; r < size_; ++r) {
@@ -127,8 +129,9 @@ void world<Backend>::enqueue_whole(whole_group& g) {
     waits.push_back({views_[static_cast<std::size_t>(r)].posted(),
                      g.parts[static_cast<std::size_t>(r)].posted});
   }
-  lane& l = weft::stream::detail::lane_after(
-      backend_, lanes_[static_cast<std::size_t>(size_)], device_, posts, [&](int d, stream_type s) {
+  carrier& l = weft::stream::detail::carrier_after(
+      backend_, carriers_[static_cast<std::size_t>(size_)], device_, posts,
+      [&](int d, stream_type s) {
         return memory_type(backend_.memory_on(d, s), allocator_.get());
       });
   weft::stream::detail::enqueue_waits(backend_, l.stream, waits);
@@ -161,7 +164,7 @@ void world<Backend>::enqueue_whole(whole_group& g) {
 
 // Locked. The rank's stream waits for every share; a staged output is copied out after.
 template <sharing_backend Backend>
-void world<Backend>::wait_whole(operation* op) {
+void process_rank<Backend>::wait_whole(operation* op) {
   auto& g = *static_cast<whole_group*>(op->whole);
   backend_.wait_flag(stream_, op->done.word, op->done.value);
   if (g.staged_out != nullptr) {
@@ -173,14 +176,15 @@ void world<Backend>::wait_whole(operation* op) {
 
 // Whole collectives enqueued and no longer referred to by a request.
 template <sharing_backend Backend>
-void world<Backend>::forget_finished_wholes() {
+void process_rank<Backend>::forget_finished_wholes() {
   std::erase_if(wholes_, [](const auto& g) { return g->enqueued && g->released != 0; });
 }
 
 // Locked. Writes `part` into `peer`'s FIFO from this rank (waiting, the lock released, while it
 // is full) and rings the peer.
 template <sharing_backend Backend>
-void world<Backend>::publish(int peer, const announced& part, std::unique_lock<std::mutex>* lock) {
+void process_rank<Backend>::publish(int peer, const announced& part,
+                                    std::unique_lock<std::mutex>* lock) {
   const auto p = static_cast<std::size_t>(peer);
   const region_view to = views_[p];
   if (lock != nullptr) wait_for_room(*lock, peer, to);
@@ -200,7 +204,7 @@ void world<Backend>::publish(int peer, const announced& part, std::unique_lock<s
   e.consumed = part.consumed;
   e.consumed_value = part.consumed_value;
   e.sequence.store(++sent_[p], std::memory_order_release);
-  detail::ring(to.control());
+  shm::detail::ring(to.control());
 }
 
-}  // namespace weft::shm::ordered
+}  // namespace weft::stream

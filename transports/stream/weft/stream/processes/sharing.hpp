@@ -1,10 +1,10 @@
-// weft/transport/shm/ordered/sharing.hpp — what a stream-ordered rank needs of its backend to
+// weft/stream/processes/sharing.hpp — what a stream-ordered rank needs of its backend to
 // share memory with other processes, the memory space it hands out, and the backend on host
 // threads.
 #pragma once
 
 #include "weft/memory.hpp"
-#include "weft/stream/endpoint.hpp"
+#include "weft/stream/backend.hpp"
 #include "weft/stream/host_streams.hpp"
 #include "weft/transport/shm/pool.hpp"
 #include "weft/transport/shm/region.hpp"
@@ -14,9 +14,9 @@
 #include <string>
 #include <string_view>
 
-namespace weft::shm::ordered {
+namespace weft::stream {
 
-// weft::shm::ordered::sharing_backend<B> — a weft::stream::backend whose device memory other
+// weft::stream::sharing_backend<B> — a weft::stream::backend whose device memory other
 // processes can map:
 //   1. make_pool(device, bytes): memory of `device` that peers map (B::pool_type: data(),
 //      bytes(): its size as made, at least `bytes` (a device may round it up); descriptor(): a
@@ -114,4 +114,4 @@ class host_sharing : public weft::stream::host_streams {
 };
 static_assert(sharing_backend<host_sharing>);
 
-}  // namespace weft::shm::ordered
+}  // namespace weft::stream

@@ -1,17 +1,18 @@
-// weft/transport/shm/ordered/messages.hpp — sends and receives between stream-ordered
-// processes: the envelope, the match, the transfer on the receiver's lane, and the staging of
-// a send from outside the pool (whole, or in pieces). Part of weft/transport/shm/ordered/world.hpp.
+// weft/stream/processes/messages.hpp — sends and receives between stream-ordered
+// processes: the envelope, the match, the transfer on the receiver's carrier, and the staging of
+// a send from outside the pool (whole, or in pieces). Members of weft::stream::process_rank
+// (weft/stream/processes/process_rank.hpp).
 #pragma once
 
-#include "weft/transport/shm/ordered/world.hpp"
+#include "weft/stream/processes/process_rank.hpp"
 
-namespace weft::shm::ordered {
+namespace weft::stream {
 
 // A send: announced in the receiver's region once its data is in the pool (read in place), or
-// staged there by this rank's stream (whole, up to a piece's size), or by a staging lane in
+// staged there by this rank's stream (whole, up to a piece's size), or by a staging carrier in
 // pieces through two areas the receiver empties in turn.
 template <sharing_backend Backend>
-auto world<Backend>::post_send(int peer, tag_t tag, const std::byte* data, std::size_t size)
+auto process_rank<Backend>::post_send(int peer, tag_t tag, const std::byte* data, std::size_t size)
     -> operation* {
   std::unique_lock lock(mutex_);
   refuse_if_aborted();
@@ -44,11 +45,11 @@ auto world<Backend>::post_send(int peer, tag_t tag, const std::byte* data, std::
 }
 
 // A send of more than a piece from outside the pool: two areas of a piece each, filled in turn
-// by a staging lane (after this rank's stream reaches the post; area i % 2 once the receiver
+// by a staging carrier (after this rank's stream reaches the post; area i % 2 once the receiver
 // has read piece i - 2), each piece announced by the `ready` flag and given back by `consumed`.
 template <sharing_backend Backend>
-void world<Backend>::stage_in_pieces(operation& op, announced& e,
-                                     std::unique_lock<std::mutex>& lock) {
+void process_rank<Backend>::stage_in_pieces(operation& op, announced& e,
+                                            std::unique_lock<std::mutex>& lock) {
   const std::size_t piece = config_.stage_piece_bytes;
   const auto pieces = static_cast<std::uint32_t>((op.size + piece - 1) / piece);
   std::byte* areas[2] = {stage(lock, piece), stage(lock, piece)};
@@ -58,17 +59,17 @@ void world<Backend>::stage_in_pieces(operation& op, announced& e,
   const flag_ticket consumed = flags_->take(pieces);
   flags_->give_back(ready, true);
   flags_->give_back(consumed, true);
-  // A lane of its own while another still stages (its waits are on the receiver's progress).
-  auto& staging_lanes = lanes_[static_cast<std::size_t>(size_) + 1];
-  auto idle = std::find_if(staging_lanes.begin(), staging_lanes.end(),
+  // A carrier of its own while another still stages (its waits are on the receiver's progress).
+  auto& staging_carriers = carriers_[static_cast<std::size_t>(size_) + 1];
+  auto idle = std::find_if(staging_carriers.begin(), staging_carriers.end(),
                            [](const auto& l) { return l->last.word == nullptr || l->last.done(); });
-  if (idle == staging_lanes.end()) {
+  if (idle == staging_carriers.end()) {
     const stream_type s = backend_.make_stream(device_);
-    staging_lanes.push_back(std::make_unique<lane>(
-        lane{s, memory_type(backend_.memory_on(device_, s), allocator_.get()), {}, {}}));
-    idle = std::prev(staging_lanes.end());
+    staging_carriers.push_back(std::make_unique<carrier>(
+        carrier{s, memory_type(backend_.memory_on(device_, s), allocator_.get()), {}, {}}));
+    idle = std::prev(staging_carriers.end());
   }
-  lane& l = **idle;
+  carrier& l = **idle;
   backend_.wait_flag(l.stream, mine().posted(), op.posted);
   for (std::uint32_t i = 0; i < pieces; ++i) {
     const std::size_t offset = std::size_t{i} * piece;
@@ -89,8 +90,8 @@ void world<Backend>::stage_in_pieces(operation& op, announced& e,
 }
 
 template <sharing_backend Backend>
-auto world<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t size,
-                               const weft::detail::reducer* combine, const std::byte* own)
+auto process_rank<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t size,
+                                      const weft::detail::reducer* combine, const std::byte* own)
     -> operation* {
   std::lock_guard lock(mutex_);
   refuse_if_aborted();
@@ -117,8 +118,8 @@ auto world<Backend>::post_recv(int peer, tag_t tag, std::byte* data, std::size_t
 
 // Waits (the lock released) until the receiver's FIFO from this rank has room.
 template <sharing_backend Backend>
-void world<Backend>::wait_for_room(std::unique_lock<std::mutex>& lock, int peer,
-                                   const region_view& to) {
+void process_rank<Backend>::wait_for_room(std::unique_lock<std::mutex>& lock, int peer,
+                                          const region_view& to) {
   const auto p = static_cast<std::size_t>(peer);
   stall_until(
       lock,
@@ -133,7 +134,8 @@ void world<Backend>::wait_for_room(std::unique_lock<std::mutex>& lock, int peer,
 
 // Room in the pool for a staged message, once the messages staged earlier are read.
 template <sharing_backend Backend>
-auto world<Backend>::stage(std::unique_lock<std::mutex>& lock, std::size_t bytes) -> std::byte* {
+auto process_rank<Backend>::stage(std::unique_lock<std::mutex>& lock, std::size_t bytes)
+    -> std::byte* {
   if (bytes > config_.pool_bytes) {
     throw error(
         errc::invalid_argument,
@@ -163,7 +165,8 @@ auto world<Backend>::stage(std::unique_lock<std::mutex>& lock, std::size_t bytes
 // saying what() after the stall timeout, or what aborted this rank meanwhile.
 template <sharing_backend Backend>
 template <class Ready, class What>
-void world<Backend>::stall_until(std::unique_lock<std::mutex>& lock, Ready ready, What what) {
+void process_rank<Backend>::stall_until(std::unique_lock<std::mutex>& lock, Ready ready,
+                                        What what) {
   const auto deadline = deadline_clock::now() + config_.stall_timeout;
   while (!ready()) {
     if (deadline_clock::now() >= deadline) {
@@ -178,7 +181,7 @@ void world<Backend>::stall_until(std::unique_lock<std::mutex>& lock, Ready ready
 }
 
 template <sharing_backend Backend>
-void world<Backend>::reclaim_staging() {
+void process_rank<Backend>::reclaim_staging() {
   std::erase_if(staged_, [&](const staging& s) {
     if (!s.done.done()) return false;
     allocator_->give_back(s.data, s.bytes);
@@ -189,7 +192,7 @@ void world<Backend>::reclaim_staging() {
 // Reads the envelopes `sender` published since the last look; matches each with the oldest
 // unmatched receive of its tag, or keeps it.
 template <sharing_backend Backend>
-void world<Backend>::drain(int sender) {
+void process_rank<Backend>::drain(int sender) {
   const auto s = static_cast<std::size_t>(sender);
   const region_view here = mine();
   while (true) {
@@ -216,10 +219,10 @@ void world<Backend>::drain(int sender) {
   }
 }
 
-// The lane's work for a matched receive: wait for both posts, copy or combine from the
+// The carrier's work for a matched receive: wait for both posts, copy or combine from the
 // sender's pool, write both done flags.
 template <sharing_backend Backend>
-void world<Backend>::transfer(operation& op, const announced& e) {
+void process_rank<Backend>::transfer(operation& op, const announced& e) {
   const auto p = static_cast<std::size_t>(op.source);
   const region_view from = views_[p];
   std::uint32_t* sender_done = from.flags() + e.flag;
@@ -236,14 +239,14 @@ void world<Backend>::transfer(operation& op, const announced& e) {
     return static_cast<std::int32_t>(a - b) < 0;
   });
   const std::uint32_t posts[] = {e.posted, op.posted};
-  lane& l = weft::stream::detail::lane_after(
-      backend_, lanes_[p], device_, posts, [&](int d, stream_type s) {
+  carrier& l = weft::stream::detail::carrier_after(
+      backend_, carriers_[p], device_, posts, [&](int d, stream_type s) {
         return memory_type(backend_.memory_on(d, s), allocator_.get());
       });
   const flag_wait waits[] = {{from.posted(), e.posted}, {mine().posted(), op.posted}};
   weft::stream::detail::enqueue_waits(backend_, l.stream, std::span<const flag_wait>(waits));
   const std::size_t n = op.size;
-  // Whole from the pool, or piece by piece from the two areas the sender's staging lane fills.
+  // Whole from the pool, or piece by piece from the two areas the sender's staging carrier fills.
   const std::size_t piece = e.pieces > 1 ? static_cast<std::size_t>(e.out_bytes) : n;
   for (std::uint32_t i = 0; i < e.pieces && n != 0; ++i) {
     const std::size_t offset = std::size_t{i} * piece;
@@ -265,4 +268,4 @@ void world<Backend>::transfer(operation& op, const announced& e) {
   settle(&op, true);
 }
 
-}  // namespace weft::shm::ordered
+}  // namespace weft::stream

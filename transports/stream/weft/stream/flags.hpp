@@ -1,4 +1,4 @@
-// weft/stream/flags.hpp — the 32-bit flags that order the streams of a stream-ordered world.
+// weft/stream/flags.hpp — the 32-bit flags that order the streams of stream-ordered ranks.
 //
 // A flag is a 32-bit word that streams write (write_flag) and wait on (wait_flag: until the
 // word reaches a value) and that the host can read and write too: flags live in memory both
@@ -44,7 +44,7 @@ struct flag_ticket {
 
 // Flags in chunks of the backend's flag memory (allocate_flags / free_flags). Chunks are never
 // moved, so a flag's address stays valid while streams may still touch it. Not thread-safe:
-// the world's lock guards it.
+// the ranks' lock guards it.
 template <class Backend>
 class flag_pool {
  public:
