@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-FOLDERS = ("include", "transports", "bootstrap", "tests", "examples", "benchmarks", "python")
+FOLDERS = ("include", "nonblocking", "transports", "bootstrap", "tests", "examples", "benchmarks", "python")
 SUFFIXES = (".hpp", ".cpp", ".cu", ".h")
 
 

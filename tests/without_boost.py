@@ -6,7 +6,8 @@ usage: without_boost.py <source-root> <weft-run> <c++ compiler...> [-- <nvcc>]
 Every include directory the compiler searches is replaced by a copy without `boost` (a folder of
 links to everything else), and the compiler is told to search only those. Then, with no Boost
 header reachable (checked first: a file including <boost/version.hpp> must fail):
-  - every header of the core (but the nonblocking engine, which needs Boost.Context), of the
+  - every header of the core (the nonblocking engine, which needs Boost.Context, is a root of its
+    own), of the
     shared-memory and stream-ordered transports, and of libfabric's where it is installed,
     compiles alone;
   - examples/shm_allreduce.cpp is built and runs as 3 processes under weft-run, meeting through
@@ -21,10 +22,6 @@ import sys
 import tempfile
 
 # The core's headers that run calls in flight on Boost.Context fibers (weft-nonblocking).
-NONBLOCKING = ("weft/nonblocking.hpp", "weft/group.hpp", "weft/detail/fiber.hpp", "weft/detail/lanes.hpp",
-               "weft/detail/fusion.hpp")
-
-
 def search_dirs(compiler):
     probe = subprocess.run(compiler + ["-std=c++20", "-E", "-x", "c++", "-", "-v"], input="",
                            capture_output=True, text=True)
@@ -84,7 +81,7 @@ def main():
             return 1
         print("Boost hidden: <boost/version.hpp> is not found")
 
-        names = headers_under(os.path.join(source_root, "include"), NONBLOCKING)
+        names = headers_under(os.path.join(source_root, "include"))
         names += headers_under(os.path.join(source_root, "transports/inproc"))
         names += headers_under(os.path.join(source_root, "transports/shm"))
         names += headers_under(os.path.join(source_root, "transports/stream"))

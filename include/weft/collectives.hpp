@@ -25,13 +25,13 @@
 #include "weft/algorithms/recursive_halving.hpp"
 #include "weft/algorithms/ring.hpp"
 #include "weft/communicator.hpp"
-#include "weft/detail/argument_checks.hpp"
 #include "weft/detail/bytes.hpp"
-#include "weft/detail/calls.hpp"
+#include "weft/dispatch/argument_checks.hpp"
+#include "weft/dispatch/calls.hpp"
+#include "weft/dispatch/selection.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
 #include "weft/transport.hpp"
-#include "weft/tuning/selection.hpp"
 #include "weft/types.hpp"
 
 #include <cstdint>

@@ -55,7 +55,7 @@ class error : public std::runtime_error {
 };
 
 namespace detail {
-// A job-wide notice of a mismatch (weft/detail/communicator_consistency.hpp) starts with
+// A job-wide notice of a mismatch (weft/communicator/consistency.hpp) starts with
 // mismatch_notice and ends with mismatch_advice: a rank that hears it fails with
 // errc::mismatch, quoting it, however its transport words the notice.
 inline constexpr std::string_view mismatch_notice = "calls differ: ";

@@ -32,7 +32,7 @@ struct options {
   bool check = false;
   // Without check mode, calls that differ are still found from their messages: a digest of each
   // call in its tags, and what arrived early read by slow waits and at each call's end
-  // (weft/detail/communicator_consistency.hpp). Off: such calls may wait out the timeout, or
+  // (weft/communicator/consistency.hpp). Off: such calls may wait out the timeout, or
   // return each other's data where the messages happen to fit. The same on every rank.
   bool detect_mismatch = true;
   // Calls in flight (weft/nonblocking.hpp) are moved forward by a thread of the communicator's

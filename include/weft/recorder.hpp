@@ -250,5 +250,3 @@ class flight_recorder {
 };
 
 }  // namespace weft
-
-#include "weft/detail/recorder_dump.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-#include "weft/detail/calls.hpp"
+#include "weft/dispatch/calls.hpp"
 #include "weft/types.hpp"
 
 namespace weft_gpu_test {

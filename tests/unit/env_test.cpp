@@ -5,7 +5,7 @@
 
 #include <weft/communicator.hpp>
 #include <weft/detail/env.hpp>
-#include <weft/tuning/selection.hpp>
+#include <weft/dispatch/selection.hpp>
 
 #include <catch2/catch.hpp>
 

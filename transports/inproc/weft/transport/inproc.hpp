@@ -17,6 +17,7 @@
 #pragma once
 
 #include "weft/communicator.hpp"
+#include "weft/communicator/rank_threads.hpp"
 #include "weft/detail/operation_pool.hpp"
 #include "weft/detail/request_handle.hpp"
 #include "weft/error.hpp"
@@ -28,15 +29,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace weft::inproc {
@@ -459,61 +456,20 @@ class world {
   std::string failure_;
 };
 
-// Runs fn on `size` threads, one per rank, and rethrows the first exception any rank threw.
-// fn takes either the rank's transport or a communicator built over it.
+// Runs fn on `size` threads, one per rank, and rethrows the first exception any rank threw (the
+// others then fail with errc::peer_lost naming it). fn takes either the rank's transport or a
+// communicator built over it.
 template <memory_space Memory, class Function>
 void run(world<Memory>& shared, Function&& fn, options settings = options::from_environment()) {
-  std::exception_ptr first;
-  std::mutex first_mutex;
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(shared.size()));
-  auto start_rank = [&](int rank) {
-    threads.emplace_back([&, rank] {
-      try {
+  weft::detail::run_rank_threads(
+      shared.size(), "inproc::run",
+      [&](int rank) {
         basic_transport<Memory> endpoint = shared.endpoint(rank);
-        if constexpr (std::is_invocable_v<Function&, communicator<basic_transport<Memory>>&>) {
-          communicator<basic_transport<Memory>> comm(endpoint, settings);
-          fn(comm);
-        } else {
-          fn(endpoint);
-        }
-      } catch (const std::exception& failure) {
-        {
-          std::lock_guard lock(first_mutex);
-          if (!first) first = std::current_exception();
-        }
-        shared.abort(rank, failure.what());
-      } catch (...) {
-        {
-          std::lock_guard lock(first_mutex);
-          if (!first) first = std::current_exception();
-        }
-        shared.abort(rank, "unknown exception");
-      }
-    });
-  };
-  // A rank whose thread cannot be started fails the world: the ranks already running stop
-  // with peer_lost naming it, and run throws once they have (a std::thread left running would
-  // end the process).
-  auto start_failed = [&](int rank, const char* why) {
-    const std::string reason = "inproc::run could not start the thread of rank " +
-                               std::to_string(rank) + " of " + std::to_string(shared.size()) +
-                               ": " + why;
-    shared.abort(rank, reason);
-    for (auto& thread : threads) thread.join();
-    throw error(errc::transport, reason);
-  };
-  for (int rank = 0; rank < shared.size(); ++rank) {
-    try {
-      start_rank(rank);
-    } catch (const std::system_error& failure) {
-      start_failed(rank, failure.what());
-    } catch (const std::bad_alloc&) {
-      start_failed(rank, "out of memory");
-    }
-  }
-  for (auto& thread : threads) thread.join();
-  if (first) std::rethrow_exception(first);
+        weft::detail::call_as_rank(fn, endpoint, settings);
+      },
+      [&](int rank, const std::string* failure) {
+        if (failure != nullptr) shared.abort(rank, *failure);
+      });
 }
 
 template <class Function>

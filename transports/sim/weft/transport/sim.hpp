@@ -17,20 +17,15 @@
 #pragma once
 
 #include "weft/communicator.hpp"
+#include "weft/communicator/rank_threads.hpp"
 #include "weft/options.hpp"
 #include "weft/transport/sim/fabric.hpp"
 #include "weft/transport/sim/machines.hpp"
 #include "weft/transport/sim/phantom.hpp"
 #include "weft/transport/sim/world.hpp"
 
-#include <exception>
-#include <mutex>
 #include <string>
-#include <system_error>
-#include <thread>
-#include <type_traits>
 #include <utility>
-#include <vector>
 
 namespace weft::sim {
 
@@ -42,44 +37,14 @@ template <class Function>
 report run(const fabric& machine, Function&& fn, payload mode = payload::real,
            options settings = options::from_environment()) {
   world shared(machine, mode);
-  std::exception_ptr first;
-  std::mutex first_mutex;
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(shared.size()));
-  auto body = [&](int rank) {
-    std::string failure;
-    bool failed = false;
-    try {
-      shared.begin(rank);
-      transport endpoint = shared.endpoint(rank);
-      if constexpr (std::is_invocable_v<Function&, communicator<transport>&>) {
-        communicator<transport> comm(endpoint, settings);
-        fn(comm);
-      } else {
-        fn(endpoint);
-      }
-    } catch (const std::exception& e) {
-      failed = true;
-      failure = e.what();
-      std::lock_guard lock(first_mutex);
-      if (!first) first = std::current_exception();
-    }
-    shared.end(rank, failed ? &failure : nullptr);
-  };
-  try {
-    for (int rank = 0; rank < shared.size(); ++rank) threads.emplace_back(body, rank);
-  } catch (const std::system_error& e) {
-    // The ranks started so far cannot finish without the others: fail them, then say why.
-    for (int rank = static_cast<int>(threads.size()); rank < shared.size(); ++rank) {
-      const std::string why = "its thread could not be started (" + std::string(e.what()) + ")";
-      shared.end(rank, &why);
-    }
-    for (auto& t : threads) t.join();
-    throw error(errc::transport, "weft::sim::run could not start a thread per rank for " +
-                                     std::to_string(shared.size()) + " ranks: " + e.what());
-  }
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  weft::detail::run_rank_threads(
+      shared.size(), "weft::sim::run",
+      [&](int rank) {
+        shared.begin(rank);
+        transport endpoint = shared.endpoint(rank);
+        weft::detail::call_as_rank(fn, endpoint, settings);
+      },
+      [&](int rank, const std::string* failure) { shared.end(rank, failure); });
   return shared.results();
 }
 

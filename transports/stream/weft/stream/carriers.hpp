@@ -1,6 +1,6 @@
 // weft/stream/carriers.hpp — the streams that carry transfers between stream-ordered ranks, in
 // one process (weft/stream/local_ranks.hpp) and between processes (weft/stream/processes.hpp).
-// (Not the nonblocking engine's lanes, weft/detail/lanes.hpp: those order calls in flight.)
+// (Not the nonblocking engine's lanes, weft/nonblocking/lanes.hpp: those order calls in flight.)
 //
 // A transfer waits for nothing but its posts (each side's "posted" flag reaching the value of
 // its post), so it runs on a carrier of its own kind: a stream that never waits for anything a

@@ -1,4 +1,4 @@
-// weft/detail/calls.hpp — one description per collective call, type-erased to bytes, that the
+// weft/dispatch/calls.hpp — one description per collective call, type-erased to bytes, that the
 // public calls (weft/collectives.hpp) hand to the algorithm asked for or to weft::automatic.
 //
 // A description carries what the facade checked (buffers as bytes, counts, root, the reducer)
@@ -22,10 +22,10 @@
 #include "weft/algorithms/ring.hpp"
 #include "weft/communicator.hpp"
 #include "weft/detail/bytes.hpp"
-#include "weft/detail/check_mode.hpp"
+#include "weft/dispatch/check_mode.hpp"
+#include "weft/dispatch/selection.hpp"
 #include "weft/ops.hpp"
 #include "weft/transport.hpp"
-#include "weft/tuning/selection.hpp"
 #include "weft/types.hpp"
 
 #include <cstdint>

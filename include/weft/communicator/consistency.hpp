@@ -1,6 +1,6 @@
-// weft/detail/communicator_consistency.hpp — how ranks whose calls differ fail with
-// errc::mismatch without check mode. Members of weft::communicator (weft/communicator.hpp),
-// defined here by concern; included at the end of communicator.hpp.
+// weft/communicator/consistency.hpp — how ranks whose calls differ fail with
+// errc::mismatch without check mode. Members of weft::communicator
+// (weft/communicator/declaration.hpp), defined here by concern; included by weft/communicator.hpp.
 //
 // Every message of a collective carries its call's kind, digest and number in its tag
 // (communicator::call_tag), so calls that differ never match each other's messages. What shows
@@ -22,7 +22,7 @@
 // digest's 1 in 256) is caught by WEFT_CHECK=1, which compares every call in full.
 #pragma once
 
-#include "weft/communicator.hpp"
+#include "weft/communicator/declaration.hpp"
 
 #include <array>
 #include <string>

@@ -1,14 +1,15 @@
-// weft/detail/fusion.hpp — what an in-place allreduce in flight offers weft::group: how to tell
-// whether fusing it with others of its kind keeps its result's bits, and how to run the fused call.
+// weft/nonblocking/fusion.hpp — what an in-place allreduce in flight offers weft::group: how to
+// tell whether fusing it with others of its kind keeps its result's bits, and how to run the fused
+// call.
 #pragma once
 
 #include "weft/algorithms/direct.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
-#include "weft/detail/calls.hpp"
-#include "weft/detail/lanes.hpp"
-#include "weft/tuning/selection.hpp"
+#include "weft/dispatch/calls.hpp"
+#include "weft/dispatch/selection.hpp"
+#include "weft/nonblocking/lanes.hpp"
 
 #include <memory>
 #include <span>

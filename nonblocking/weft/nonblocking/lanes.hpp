@@ -1,4 +1,5 @@
-// weft/detail/lanes.hpp — how a communicator runs several calls at once (weft/nonblocking.hpp).
+// weft/nonblocking/lanes.hpp — how a communicator runs several calls at once
+// (weft/nonblocking.hpp).
 //
 // Every call issued in flight runs the blocking call's code, unchanged, on a lane: a fiber with a
 // communicator of its own (own tag space, taken in issue order, so every rank gives the same call
@@ -16,10 +17,10 @@
 #pragma once
 
 #include "weft/call.hpp"
+#include "weft/communicator/in_flight.hpp"
 #include "weft/detail/bytes.hpp"
-#include "weft/detail/fiber.hpp"
-#include "weft/detail/in_flight.hpp"
 #include "weft/error.hpp"
+#include "weft/nonblocking/fiber.hpp"
 #include "weft/transport.hpp"
 
 #include <algorithm>

@@ -1,10 +1,10 @@
-// weft/detail/communicator_groups.hpp — the communicator's derived groups: split, the host
+// weft/communicator/groups.hpp — the communicator's derived groups: split, the host
 // layout and what is built on it (split_by_host, split_by_rail, the phase groups of hierarchical
-// algorithms). Members of weft::communicator (weft/communicator.hpp), defined here by concern;
-// included at the end of communicator.hpp.
+// algorithms). Members of weft::communicator (weft/communicator/declaration.hpp), defined here by
+// concern; included by weft/communicator.hpp.
 #pragma once
 
-#include "weft/communicator.hpp"
+#include "weft/communicator/declaration.hpp"
 #include "weft/hosts.hpp"
 
 #include <algorithm>

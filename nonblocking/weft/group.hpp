@@ -20,8 +20,8 @@
 #include "weft/buffer.hpp"
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
-#include "weft/detail/lanes.hpp"
 #include "weft/nonblocking.hpp"
+#include "weft/nonblocking/lanes.hpp"
 
 #include <exception>
 #include <map>

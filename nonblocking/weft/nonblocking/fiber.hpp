@@ -1,10 +1,10 @@
-// weft/detail/fiber.hpp — a stack a call in flight runs on (Boost.Context), switched to and from
-// with the annotations AddressSanitizer and ThreadSanitizer need to follow a program across
+// weft/nonblocking/fiber.hpp — a stack a call in flight runs on (Boost.Context), switched to and
+// from with the annotations AddressSanitizer and ThreadSanitizer need to follow a program across
 // stacks.
 //
 // A worker_fiber runs `body` on its own stack. resume() runs it until it calls suspend() (or
 // returns); suspend() goes back to whoever resumed it. Nothing but the switch itself happens
-// here: what the fiber runs, and when it is resumed, is weft/detail/lanes.hpp's.
+// here: what the fiber runs, and when it is resumed, is weft/nonblocking/lanes.hpp's.
 #pragma once
 
 #include <boost/context/fiber.hpp>

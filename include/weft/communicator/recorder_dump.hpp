@@ -1,4 +1,4 @@
-// weft/detail/recorder_dump.hpp — where flight recorders write (weft/recorder.hpp): the
+// weft/communicator/recorder_dump.hpp — where flight recorders write (weft/recorder.hpp): the
 // process's live recorders, the records of one (when its communicator fails) or of all (on
 // SIGUSR1) appended to WEFT_RECORDER_DIR/rank-<world rank>.jsonl (0600, in a directory made
 // 0700), else a summary line on stderr.

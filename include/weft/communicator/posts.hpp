@@ -1,12 +1,12 @@
-// weft/detail/communicator_posts.hpp — how a communicator posts a message: in its group's
-// ranks, under the call's tag (weft/detail/tags.hpp), counted in the call's report; a reducing
-// receive staged where the transport cannot combine as it receives; a whole collective handed
-// to a transport that runs it. Members of weft::communicator (weft/communicator.hpp), defined
-// here by concern; included at the end of communicator.hpp.
+// weft/communicator/posts.hpp — how a communicator posts a message: in its group's
+// ranks, under the call's tag (weft/communicator/tags.hpp), counted in the call's report; a
+// reducing receive staged where the transport cannot combine as it receives; a whole collective
+// handed to a transport that runs it. Members of weft::communicator
+// (weft/communicator/declaration.hpp), defined here by concern; included by weft/communicator.hpp.
 #pragma once
 
-#include "weft/communicator.hpp"
-#include "weft/detail/tags.hpp"
+#include "weft/communicator/declaration.hpp"
+#include "weft/communicator/tags.hpp"
 
 #include <string>
 

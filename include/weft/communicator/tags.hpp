@@ -1,11 +1,11 @@
-// weft/detail/tags.hpp — where a call sits in a 64-bit tag: written and read back in one place,
-// and the context ids that keep communicators' tags apart.
+// weft/communicator/tags.hpp — where a call sits in a 64-bit tag: written and read back in one
+// place, and the context ids that keep communicators' tags apart.
 //
 // A collective's tag: context (32 bits) | 0 (the user-tag bit) | the collective (4 bits) | the
 // call's digest (8 bits) | its number (11 bits) | channel (8 bits). The collective and the
 // digest of the rest of the call (root, count, type, op, algorithm) are in the tag so that ranks
 // whose calls differ never match each other's messages, even of the same size: they fail with
-// errc::mismatch (weft/detail/communicator_consistency.hpp) rather than return another call's
+// errc::mismatch (weft/communicator/consistency.hpp) rather than return another call's
 // data. The statement channel (check mode's and split's exchange) leaves both out, so that check
 // mode can compare calls that differ in them.
 //

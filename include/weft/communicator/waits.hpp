@@ -1,13 +1,13 @@
-// weft/detail/communicator_waits.hpp — how the communicator waits: a posted operation's wait and
+// weft/communicator/waits.hpp — how the communicator waits: a posted operation's wait and
 // test with the call's context in their errors, telling the other ranks of a failure, the waits of
 // a call in flight (which give way to the others: weft/nonblocking.hpp) and the communicator such
 // a call runs on, and completing the calls in flight before a blocking call. Members of
-// weft::communicator (weft/communicator.hpp), defined here by concern; included at the end of
-// communicator.hpp.
+// weft::communicator (weft/communicator/declaration.hpp), defined here by concern; included by
+// weft/communicator.hpp.
 #pragma once
 
-#include "weft/communicator.hpp"
-#include "weft/detail/in_flight.hpp"
+#include "weft/communicator/declaration.hpp"
+#include "weft/communicator/in_flight.hpp"
 
 #include <algorithm>
 #include <string>

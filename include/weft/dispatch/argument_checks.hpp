@@ -1,4 +1,4 @@
-// weft/detail/argument_checks.hpp — the checks every collective call makes on its own arguments
+// weft/dispatch/argument_checks.hpp — the checks every collective call makes on its own arguments
 // before anything is sent: a root or peer that is not a rank, a negative tag, buffers of the
 // wrong size or too large to count in bytes, sizes whose product or sum overflows, input and
 // output overlapping other than in place. Each throws

@@ -23,8 +23,8 @@
 
 #include "weft/collectives.hpp"
 #include "weft/communicator.hpp"
-#include "weft/detail/fusion.hpp"
-#include "weft/detail/lanes.hpp"
+#include "weft/nonblocking/fusion.hpp"
+#include "weft/nonblocking/lanes.hpp"
 #include "weft/ops.hpp"
 #include "weft/transport.hpp"
 

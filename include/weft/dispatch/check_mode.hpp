@@ -1,4 +1,4 @@
-// weft/detail/check_mode.hpp — check mode (WEFT_CHECK=1, options::check): before a collective
+// weft/dispatch/check_mode.hpp — check mode (WEFT_CHECK=1, options::check): before a collective
 // runs, every rank states its call, each compares the statements, and all ranks throw the same
 // errc::mismatch when anything differs.
 #pragma once

@@ -1,10 +1,10 @@
-// weft/detail/communicator_calls.hpp — how a call starts and ends on a communicator: one thread
+// weft/communicator/calls.hpp — how a call starts and ends on a communicator: one thread
 // at a time, a new sequence number, a refusal after a failure, and the call's flight record
-// (weft/recorder.hpp). Members of weft::communicator (weft/communicator.hpp), defined here by
-// concern; included at the end of communicator.hpp.
+// (weft/recorder.hpp). Members of weft::communicator (weft/communicator/declaration.hpp), defined
+// here by concern; included by weft/communicator.hpp.
 #pragma once
 
-#include "weft/communicator.hpp"
+#include "weft/communicator/declaration.hpp"
 
 #include <exception>
 #include <string>

@@ -1,4 +1,4 @@
-// weft/tuning/selection.hpp — how weft::automatic picks an algorithm for one call.
+// weft/dispatch/selection.hpp — how weft::automatic picks an algorithm for one call.
 //
 //   1. If WEFT_ALGO names an algorithm for this collective ("allreduce=ring,broadcast=
 //      binomial_tree"), that one runs — or the call fails with errc::invalid_argument if it
@@ -11,8 +11,8 @@
 #pragma once
 
 #include "weft/communicator.hpp"
+#include "weft/communicator/in_flight.hpp"
 #include "weft/detail/env.hpp"
-#include "weft/detail/in_flight.hpp"
 #include "weft/detail/lists.hpp"
 #include "weft/error.hpp"
 #include "weft/tuning/cost_model.hpp"
@@ -77,7 +77,7 @@ concept runs = Call::template supported<Algorithm, Comm> &&
 
 template <class Algorithm, class Comm, class Call>
 report run_with(Comm& comm, const Call& call) {
-  // (the description's digest goes into the call's tags: weft/detail/communicator_consistency.hpp)
+  // (the description's digest goes into the call's tags: weft/communicator/consistency.hpp)
   const call_signature asked = call.signature(Algorithm::name);
   const auto scope = comm.begin(Call::kind, Algorithm::name, &asked);
   try {

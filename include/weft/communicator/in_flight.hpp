@@ -1,4 +1,4 @@
-// weft/detail/in_flight.hpp — what the communicator knows of nonblocking calls
+// weft/communicator/in_flight.hpp — what the communicator knows of nonblocking calls
 // (weft/nonblocking.hpp): a wait inside a call in flight gives way to the others (lane_yield), and
 // a blocking call completes the calls in flight before it starts (calls_in_flight). Kept apart so
 // that the communicator needs nothing of the fibers the calls run on.
