@@ -32,7 +32,7 @@
 
 #include "weft/bootstrap/session.hpp"
 #include "weft/bootstrap/store.hpp"
-#include "weft/detail/request_handle.hpp"
+#include "weft/detail/engine_facade.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/ofi/completion.hpp"
@@ -53,27 +53,25 @@
 
 namespace weft::ofi {
 
-// The transport: a movable handle on the engine that owns the endpoint.
-class transport {
+// The transport: a movable handle on the engine that owns the endpoint; rank, size, send, recv,
+// wait, test, progress and abort are forwarded to it (weft/detail/engine_facade.hpp).
+class transport : public weft::detail::engine_facade<detail::engine> {
  public:
   static constexpr std::string_view tuning_key = "ofi";
   using config_type = config;
-
-  // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
-  using request = weft::detail::request_handle<detail::engine, detail::operation>;
 
   // Opens an endpoint on the chosen provider and meets the other ranks through `meeting` (not
   // needed for one rank). Rank 0 logs what was chosen (describe()) unless config::log is off.
   transport(int rank, int size, bootstrap::store* meeting,
             const config& settings = config::from_environment())
-      : engine_(new detail::engine(rank, size, meeting, settings)) {
+      : engine_facade(new detail::engine(rank, size, meeting, settings)) {
     if (rank == 0 && settings.log) std::fprintf(stderr, "weft: %s\n", describe().c_str());
   }
 
   // What was chosen, as logged by rank 0 at start-up: provider, fabric, domain, largest message,
   // inject size, progress model, registration.
   std::string describe() const {
-    const fi_info& info = engine_->info();
+    const fi_info& info = engine().info();
     const bool manual = info.domain_attr->data_progress == FI_PROGRESS_MANUAL;
     return "libfabric " + std::to_string(FI_MAJOR(fi_version())) + "." +
            std::to_string(FI_MINOR(fi_version())) + ", provider " + provider() + " on fabric " +
@@ -85,52 +83,24 @@ class transport {
            (registers_memory() ? "registers buffers (FI_MR_LOCAL)" : "no buffer registration");
   }
 
-  int rank() const { return engine_->rank(); }
-  int size() const { return engine_->size(); }
-  host_memory& memory() { return engine_->memory(); }
-
-  request send(int peer, std::span<const std::byte> data, tag_t tag) {
-    return {
-        engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),
-        engine_.get()};
-  }
-  request recv(int peer, std::span<std::byte> data, tag_t tag) {
-    return {engine_->post_request(false, peer, data.data(), data.size(), tag), engine_.get()};
-  }
-  bool wait(request& operation, deadline_clock::time_point deadline) {
-    return engine_->wait(operation.operation(), deadline);
-  }
-  bool test(request& operation) { return engine_->test(operation.operation()); }
-  // Reads the completion queue once (and retries deferred posts); throws peer_lost once the job
-  // has heard a rank is lost (what a second transport's waits call: weft::tiered).
-  void progress() { engine_->poll(); }
+  host_memory& memory() { return engine().memory(); }
 
   // The tag of the oldest message from `peer` that arrived before its receive and matches `tag`
   // outside `ignore`, where the provider can look (FI_PEEK): weft::peeking_transport.
   std::optional<tag_t> peek(int peer, tag_t tag, tag_t ignore) {
-    return engine_->peek(peer, tag, ignore);
-  }
-
-  // Called by the communicator when one of its waits fails: every rank hears of it through the
-  // bootstrap store, not the fabric (sending to a dead peer is not safe on every provider), and
-  // closing skips the farewell.
-  void abort(int culprit, std::string_view reason) {
-    if (engine_) engine_->report_lost(culprit, reason);
+    return engine().peek(peer, tag, ignore);
   }
 
   // The provider and fabric fi_getinfo chose, e.g. "shm" on "shm", "tcp;ofi_rxm" on "192.0.2.0/24".
-  std::string provider() const { return engine_->info().fabric_attr->prov_name; }
+  std::string provider() const { return engine().info().fabric_attr->prov_name; }
   std::string fabric() const {
-    const char* name = engine_->info().fabric_attr->name;
+    const char* name = engine().info().fabric_attr->name;
     return name ? name : "";
   }
-  std::size_t max_message() const { return engine_->max_message(); }
-  bool registers_memory() const { return engine_->registers_memory(); }
+  std::size_t max_message() const { return engine().max_message(); }
+  bool registers_memory() const { return engine().registers_memory(); }
   // Memory registrations made so far (the cache makes repeated calls on one buffer register once).
-  std::uint64_t registrations() const { return engine_->registrations_made(); }
-
- private:
-  weft::detail::engine_ptr<detail::engine> engine_;
+  std::uint64_t registrations() const { return engine().registrations_made(); }
 };
 
 static_assert(weft::transport<transport>);

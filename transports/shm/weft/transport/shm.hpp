@@ -14,7 +14,7 @@
 #pragma once
 
 #include "weft/bootstrap/session.hpp"
-#include "weft/detail/request_handle.hpp"
+#include "weft/detail/engine_facade.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/shm/config.hpp"
 #include "weft/transport/shm/engine.hpp"
@@ -27,78 +27,48 @@
 
 namespace weft::shm {
 
-class transport {
+// The transport: a movable handle on the engine that owns the region; rank, size, send, recv,
+// wait, test, progress, early_messages and abort are forwarded to it
+// (weft/detail/engine_facade.hpp).
+class transport : public weft::detail::engine_facade<detail::engine> {
  public:
   static constexpr std::string_view tuning_key = "shm";
   using config_type = config;
-
-  // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
-  using request = weft::detail::request_handle<detail::engine, detail::operation>;
 
   // Makes this rank's region and meets the other ranks of its host through `meeting` (not
   // needed for one rank).
   transport(int rank, int size, bootstrap::store* meeting,
             const config& settings = config::from_environment())
-      : engine_(new detail::engine(rank, size, meeting, settings)) {}
+      : engine_facade(new detail::engine(rank, size, meeting, settings)) {}
 
-  int rank() const { return engine_->rank(); }
-  int size() const { return engine_->size(); }
   // Host memory from this rank's pool, which its peers map (shm/pool.hpp): sends of it are lent.
-  pool_memory& memory() { return engine_->memory(); }
+  pool_memory& memory() { return engine().memory(); }
 
-  request send(int peer, std::span<const std::byte> data, tag_t tag) {
-    return {
-        engine_->post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag),
-        engine_.get()};
-  }
-  request recv(int peer, std::span<std::byte> data, tag_t tag) {
-    return {engine_->post_request(false, peer, data.data(), data.size(), tag), engine_.get()};
-  }
   // target = combine(own, incoming), combined piece by piece straight from the FIFO's slots.
   request recv_reduce(int peer, std::span<std::byte> target, std::span<const std::byte> own,
                       tag_t tag, const weft::detail::reducer& combine) {
     return {
-        engine_->post_request(false, peer, target.data(), target.size(), tag, own.data(), &combine),
-        engine_.get()};
+        engine().post_request(false, peer, target.data(), target.size(), tag, own.data(), &combine),
+        &engine()};
   }
-  bool wait(request& operation, deadline_clock::time_point deadline) {
-    return engine_->wait(operation.operation(), deadline);
-  }
-  bool test(request& operation) { return engine_->test(operation.operation()); }
-  // Moves this rank's sends and receives as far as they go without blocking; throws peer_lost
-  // once the job has heard a rank is lost (what a second transport's waits call: weft::tiered).
-  void progress() { engine_->poll(); }
-  // Messages that arrived before their receive (weft::early_message_transport).
-  std::size_t early_messages(std::span<early_message> found) const {
-    return engine_->early_messages(found);
-  }
-
-  // Called by the communicator when one of its waits fails: every rank hears of it.
-  void abort(int culprit, std::string_view reason) {
-    if (engine_) engine_->report_lost(culprit, reason);
-  }
-
   // What rank 0 logs at start-up, and what a user asks: slots, their size, which messages cross
   // in one copy (lent from the pool; read from other memory by process_vm_readv, and from how
   // many peers this rank may), peers watched.
   std::string describe() const {
-    const auto& settings = engine_->settings();
+    const auto& settings = engine().settings();
     const std::string cma = settings.cma_bytes == 0
                                 ? "off (WEFT_SHM_CMA_BYTES=0)"
                                 : "from " + std::to_string(settings.cma_bytes) +
                                       " B, readable on " +
-                                      std::to_string(engine_->readable_peers()) + " of " +
+                                      std::to_string(engine().readable_peers()) + " of " +
                                       std::to_string(size() - 1) + " peers";
     return "shared memory, " + std::to_string(size()) + " ranks, " +
            std::to_string(settings.slots) + " slots of " + std::to_string(settings.slot_bytes) +
            " B per pair, single copy: lent from the pool (" +
            std::to_string(settings.pool_bytes >> 20) + " MiB) from " +
            std::to_string(settings.lend_bytes) + " B, process_vm_readv " + cma + ", " +
-           std::to_string(engine_->watched()) + " peer processes watched";
+           std::to_string(engine().watched()) + " peer processes watched";
   }
-
- private:
-  weft::detail::engine_ptr<detail::engine> engine_;
 };
 
 static_assert(weft::transport<transport>);

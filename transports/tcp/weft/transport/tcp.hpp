@@ -42,7 +42,7 @@
 #include "weft/bootstrap/session.hpp"
 #include "weft/bootstrap/store.hpp"
 #include "weft/bootstrap/tcp_meeting.hpp"
-#include "weft/detail/request_handle.hpp"
+#include "weft/detail/engine_facade.hpp"
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/tcp/config.hpp"
@@ -63,48 +63,22 @@
 
 namespace weft::tcp {
 
-// The transport: a movable handle on the engine that owns the sockets.
-class transport {
+// The transport: a movable handle on the engine that owns the sockets; rank, size, send, recv,
+// wait, test, progress, early_messages and abort are forwarded to it
+// (weft/detail/engine_facade.hpp).
+class transport : public weft::detail::engine_facade<detail::engine> {
  public:
   static constexpr std::string_view tuning_key = "tcp";
   using config_type = config;
-
-  // Cancels its operation when dropped before it completed (weft/detail/request_handle.hpp).
-  using request = weft::detail::request_handle<detail::engine, detail::operation>;
 
   // Joins a world of `size` ranks as `rank`, meeting the others through `meeting` (not needed
   // for one rank). Returns when connected to every other rank; throws errc::timeout naming the
   // missing ranks after config::connect_timeout.
   transport(int rank, int size, bootstrap::store* meeting,
             const config& settings = config::from_environment())
-      : engine_(new detail::engine(rank, size, meeting, settings)) {}
+      : engine_facade(new detail::engine(rank, size, meeting, settings)) {}
 
-  int rank() const { return engine_->rank(); }
-  int size() const { return engine_->size(); }
   host_memory& memory() { return memory_; }
-
-  request send(int peer, std::span<const std::byte> data, tag_t tag) {
-    return {engine_->post_send(peer, data, tag), engine_.get()};
-  }
-  request recv(int peer, std::span<std::byte> data, tag_t tag) {
-    return {engine_->post_recv(peer, data, tag), engine_.get()};
-  }
-  bool wait(request& operation, deadline_clock::time_point deadline) {
-    return engine_->wait(operation.operation(), deadline);
-  }
-  bool test(request& operation) { return engine_->test(operation.operation()); }
-  // Moves every connection's sends and receives as far as they go without blocking; throws
-  // peer_lost once this rank knows a rank is lost (what a second transport's waits call:
-  // weft::tiered).
-  void progress() { engine_->progress(); }
-  // Messages that arrived before their receive (weft::early_message_transport).
-  std::size_t early_messages(std::span<early_message> found) const {
-    return engine_->early_messages(found);
-  }
-
-  // Tells every rank that `culprit` failed: their pending and later waits throw peer_lost naming
-  // it. The communicator calls it when one of its waits fails, so no rank waits out its timeout.
-  void abort(int culprit, std::string_view reason) { engine_->abort(culprit, reason); }
 
   // What a job's line says of it (weft::basic_session::describe): ranks, where this rank
   // listens, how long a wait polls before it sleeps.
@@ -115,27 +89,26 @@ class transport {
   }
 
   // host:port this rank listens on (published in the store).
-  std::string address() const { return engine_->listening_address(); }
+  std::string address() const { return engine().listening_address(); }
   // Connections refused so far (bad hello, wrong secret, too many).
-  std::uint64_t rejected_connections() const { return engine_->rejected_connections(); }
+  std::uint64_t rejected_connections() const { return engine().rejected_connections(); }
   // Bytes of messages that arrived before their receive and wait in the unexpected queue.
-  std::size_t unexpected_bytes() const { return engine_->unexpected_bytes(); }
+  std::size_t unexpected_bytes() const { return engine().unexpected_bytes(); }
   // Bytes of delivered early messages' buffers kept for the next ones (config::early_buffer_cache).
-  std::size_t kept_buffer_bytes() const { return engine_->kept_buffer_bytes(); }
+  std::size_t kept_buffer_bytes() const { return engine().kept_buffer_bytes(); }
   // The receive buffer of the connection to `peer` (SO_RCVBUF as Asio reports it: the size
   // asked for, Linux's doubling undone); 0 for this rank itself.
-  int receive_buffer_bytes(int peer) const { return engine_->receive_buffer_bytes(peer); }
+  int receive_buffer_bytes(int peer) const { return engine().receive_buffer_bytes(peer); }
   // The congestion control of the connection to `peer` ("cubic", "bbr"; TCP_CONGESTION), empty
   // for this rank itself: config::local_congestion's choice for a rank on this host.
-  std::string congestion_control(int peer) const { return engine_->congestion_control(peer); }
+  std::string congestion_control(int peer) const { return engine().congestion_control(peer); }
   // How long a wait for a message of `bytes` polls before it sleeps in epoll (config::spin with
   // a core per rank; on a host with more ranks than CPUs, small_spin or crowded_spin).
   std::chrono::microseconds spin_before_sleep(std::size_t bytes) const {
-    return engine_->spin_before_sleep(bytes);
+    return engine().spin_before_sleep(bytes);
   }
 
  private:
-  weft::detail::engine_ptr<detail::engine> engine_;
   host_memory memory_;
 };
 

@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -45,6 +46,8 @@ namespace weft::ofi::detail {
 
 class engine : public weft::detail::retiring<engine> {
  public:
+  using operation_type = operation;
+
   // Opens an endpoint on the chosen provider and meets the other ranks through `meeting` (not
   // needed for one rank); ofi/fabric.hpp.
   engine(int rank, int size, bootstrap::store* meeting, const config& settings);
@@ -57,7 +60,13 @@ class engine : public weft::detail::retiring<engine> {
   // Says farewell to every peer, then closes the fabric's objects, once (ofi/fabric.hpp).
   void close();
 
-  // A post for a request (counted until the request is dropped: cancel).
+  // Posts for a request (counted until the request is dropped: cancel).
+  operation* post_send(int peer, std::span<const std::byte> data, tag_t tag) {
+    return post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag);
+  }
+  operation* post_recv(int peer, std::span<std::byte> data, tag_t tag) {
+    return post_request(false, peer, data.data(), data.size(), tag);
+  }
   operation* post_request(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag) {
     operation* op = post(is_send, peer, data, size, tag);
     hand_out();

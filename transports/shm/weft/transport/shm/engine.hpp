@@ -37,6 +37,7 @@
 #include <deque>
 #include <list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -100,6 +101,8 @@ struct peer_state {
 
 class engine : public weft::detail::retiring<engine> {
  public:
+  using operation_type = operation;
+
   engine(int rank, int size, bootstrap::store* meeting, const config& settings);
   ~engine() { close(); }
   engine(const engine&) = delete;
@@ -130,6 +133,12 @@ class engine : public weft::detail::retiring<engine> {
   // Posts a send or a (reducing) receive (shm/progress.hpp).
   operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
                   const std::byte* own = nullptr, const weft::detail::reducer* combine = nullptr);
+  operation* post_send(int peer, std::span<const std::byte> data, tag_t tag) {
+    return post_request(true, peer, const_cast<std::byte*>(data.data()), data.size(), tag);
+  }
+  operation* post_recv(int peer, std::span<std::byte> data, tag_t tag) {
+    return post_request(false, peer, data.data(), data.size(), tag);
+  }
   operation* post_request(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
                           const std::byte* own = nullptr,
                           const weft::detail::reducer* combine = nullptr) {

@@ -43,6 +43,8 @@ namespace weft::tcp::detail {
 
 class engine : public weft::detail::retiring<engine> {
  public:
+  using operation_type = operation;
+
   engine(int rank, int size, bootstrap::store* meeting, const config& settings)
       : rank_(rank), size_(size), settings_(settings), acceptor_(io_) {
     if (size < 1 || rank < 0 || rank >= size) {
@@ -191,7 +193,7 @@ class engine : public weft::detail::retiring<engine> {
 
   // Moves what can move without blocking; throws peer_lost once a rank is known lost
   // (tcp/failure.hpp).
-  void progress();
+  void poll();
   // The messages in the unexpected queues that no receive has claimed (early_message_transport).
   std::size_t early_messages(std::span<weft::early_message> found) const {
     std::size_t count = 0;
@@ -205,7 +207,7 @@ class engine : public weft::detail::retiring<engine> {
     return count;
   }
   // Tells every connected rank that `culprit` failed (tcp/failure.hpp).
-  void abort(int culprit, std::string_view reason);
+  void report_lost(int culprit, std::string_view reason);
 
  private:
   // How long writing farewells (goodbye, abort notices) may take: a peer that is not inside its

@@ -68,7 +68,7 @@ inline bool engine::finished(operation* op) {
 
 // Moves what can move without blocking; throws peer_lost once this rank knows a rank of the job
 // is lost (or that the others count this one as lost), as every wait would.
-inline void engine::progress() {
+inline void engine::poll() {
   io_.restart();
   io_.poll();
   if (!given_up_reason_.empty()) {
@@ -97,7 +97,7 @@ inline void engine::progress() {
 // still reading, and the caller is about to throw and may not enter this transport again until
 // it is destroyed — meanwhile that peer would wait for the data out to its timeout. `culprit` is
 // this rank itself when its own call failed (a user reduction threw).
-inline void engine::abort(int culprit, std::string_view reason) {
+inline void engine::report_lost(int culprit, std::string_view reason) {
   if (culprit < 0 || culprit >= size_) return;
   if (lost_rank_ < 0) {
     lost_rank_ = culprit;
