@@ -27,10 +27,11 @@
 // has why, measured against a background progress thread).
 //
 // Files: tcp/config.hpp (settings and their variables), tcp/wire.hpp (frames, operations,
-// connections), tcp/engine.hpp (what a transport owns; wait, test, cancel), tcp/handshake.hpp
-// (start-up and orderly close), tcp/host.hpp (socket options, congestion control, crowding),
-// tcp/sending.hpp, tcp/receiving.hpp, tcp/failure.hpp; this header is the transport and its
-// session.
+// connections), tcp/engine.hpp (what a transport owns; wait, test, cancel), tcp/meeting.hpp
+// (start-up and orderly close), tcp/sending.hpp, tcp/receiving.hpp, tcp/failure.hpp, as every
+// network transport names them; and tcp's own: tcp/listener.hpp (the accepting socket and what
+// it turned away), tcp/early_queues.hpp (messages before their receive), tcp/host.hpp (socket
+// options, congestion control, crowding). This header is the transport and its session.
 //
 // Failure. A connection that ends without the peer's goodbye (the process exited, crashed or
 // was killed) fails every pending and later request with errc::peer_lost naming that rank, and
@@ -48,8 +49,8 @@
 #include "weft/transport/tcp/config.hpp"
 #include "weft/transport/tcp/engine.hpp"
 #include "weft/transport/tcp/failure.hpp"
-#include "weft/transport/tcp/handshake.hpp"
 #include "weft/transport/tcp/host.hpp"
+#include "weft/transport/tcp/meeting.hpp"
 #include "weft/transport/tcp/receiving.hpp"
 #include "weft/transport/tcp/sending.hpp"
 

@@ -1,11 +1,11 @@
 // weft/transport/tcp/engine.hpp — what a TCP transport owns and how a wait makes progress.
 //
-// The engine holds the sockets, the posted operations and the early messages, at one address
-// while Asio's handlers refer to it. This header declares it and defines what every request
-// goes through (wait, test, cancel); the rest is defined by concern in tcp/handshake.hpp
-// (start-up and orderly close), tcp/host.hpp (socket options, congestion control, crowding),
-// tcp/sending.hpp, tcp/receiving.hpp and tcp/failure.hpp, which weft/transport/tcp.hpp
-// includes together.
+// The engine holds the connections, the listener (tcp/listener.hpp), the posted operations and
+// the early messages (tcp/early_queues.hpp), at one address while Asio's handlers refer to it.
+// This header declares it and defines what every request goes through (wait, test, cancel); the
+// rest is defined by concern in tcp/meeting.hpp (start-up and orderly close), tcp/host.hpp (socket
+// options, congestion control, crowding), tcp/sending.hpp, tcp/receiving.hpp and tcp/failure.hpp,
+// which weft/transport/tcp.hpp includes together.
 #pragma once
 
 #include "weft/bootstrap/failure_watch.hpp"
@@ -18,6 +18,8 @@
 #include "weft/error.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/tcp/config.hpp"
+#include "weft/transport/tcp/early_queues.hpp"
+#include "weft/transport/tcp/listener.hpp"
 #include "weft/transport/tcp/wire.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -46,7 +48,11 @@ class engine : public weft::detail::retiring<engine> {
   using operation_type = operation;
 
   engine(int rank, int size, bootstrap::store* meeting, const config& settings)
-      : rank_(rank), size_(size), settings_(settings), acceptor_(io_) {
+      : rank_(rank),
+        size_(size),
+        settings_(settings),
+        listener_(io_),
+        early_(size, settings.unexpected_limit, settings.early_buffer_cache) {
     if (size < 1 || rank < 0 || rank >= size) {
       throw error(errc::invalid_argument, "tcp transport: rank " + std::to_string(rank) + " of " +
                                               std::to_string(size) + " ranks");
@@ -56,7 +62,6 @@ class engine : public weft::detail::retiring<engine> {
     }
     connections_.resize(static_cast<std::size_t>(size));
     posted_.resize(static_cast<std::size_t>(size));
-    unexpected_.resize(static_cast<std::size_t>(size));
     peer_reason_.resize(static_cast<std::size_t>(size));
     if (size > 1) {
       if (meeting == nullptr) {
@@ -70,14 +75,14 @@ class engine : public weft::detail::retiring<engine> {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
   ~engine() { close(); }
-  void close();  // an orderly close, once (tcp/handshake.hpp)
+  void close();  // an orderly close, once (tcp/meeting.hpp)
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  std::string listening_address() const { return address_; }
-  std::uint64_t rejected_connections() const { return rejected_.count(); }
-  std::size_t unexpected_bytes() const { return unexpected_bytes_; }
-  std::size_t kept_buffer_bytes() const { return spare_bytes_; }
+  std::string listening_address() const { return listener_.address(); }
+  std::uint64_t rejected_connections() const { return listener_.turned_away(); }
+  std::size_t unexpected_bytes() const { return early_.held_bytes(); }
+  std::size_t kept_buffer_bytes() const { return early_.kept_buffer_bytes(); }
   int receive_buffer_bytes(int peer) const {
     const auto& c = connections_.at(static_cast<std::size_t>(peer));
     if (!c) return 0;
@@ -178,13 +183,11 @@ class engine : public weft::detail::retiring<engine> {
         } else {
           // Being filled from the socket: the rest lands in an early message, with what is in.
           connection& c = *connections_[static_cast<std::size_t>(op->peer)];
-          auto kept = early_message(op->tag, op->size);
+          message* kept = early_.hold(op->peer, op->tag, op->size);
           std::memcpy(kept->bytes(), op->in, c.filled);  // the bytes read so far
           c.target = nullptr;
-          c.early = kept.get();
+          c.early = kept;
           c.sink = kept->bytes();
-          unexpected_bytes_ += op->size;
-          unexpected_[static_cast<std::size_t>(op->peer)].push_back(std::move(kept));
         }
         release(op);
         return;
@@ -196,15 +199,7 @@ class engine : public weft::detail::retiring<engine> {
   void poll();
   // The messages in the unexpected queues that no receive has claimed (early_message_transport).
   std::size_t early_messages(std::span<weft::early_message> found) const {
-    std::size_t count = 0;
-    for (std::size_t peer = 0; peer < unexpected_.size(); ++peer) {
-      for (const auto& m : unexpected_[peer]) {
-        if (m->claimed != nullptr) continue;
-        if (count < found.size()) found[count] = {static_cast<int>(peer), m->tag};
-        ++count;
-      }
-    }
-    return count;
+    return early_.unclaimed(found);
   }
   // Tells every connected rank that `culprit` failed (tcp/failure.hpp).
   void report_lost(int culprit, std::string_view reason);
@@ -220,7 +215,7 @@ class engine : public weft::detail::retiring<engine> {
     });
   }
 
-  // Start-up and orderly close (tcp/handshake.hpp): listen, publish, connect to the lower
+  // Start-up and orderly close (tcp/meeting.hpp): listen, publish, connect to the lower
   // ranks and accept the higher ones, each connection opened by a hello and acknowledged.
   struct greeting;  // an accepted connection's hello while it is being read
   void start_up(bootstrap::store& meeting);
@@ -234,7 +229,6 @@ class engine : public weft::detail::retiring<engine> {
   void connect_socket(tcp::socket& socket, std::shared_ptr<std::vector<tcp::endpoint>> targets,
                       std::size_t next, Done done);
   void adopt(int peer, connection* raw);
-  void accept();
   void greet(std::shared_ptr<tcp::socket> socket);
   void refuse(std::shared_ptr<tcp::socket> socket, const std::string& why);
   void read_refusal(tcp::socket& socket, int peer);
@@ -270,9 +264,6 @@ class engine : public weft::detail::retiring<engine> {
   bool parse_header(connection& c);
   bool route(connection& c);
   void finish_payload(connection& c);
-  std::unique_ptr<message> early_message(tag_t tag, std::size_t size);
-  void forget_early(std::deque<std::unique_ptr<message>>& queue,
-                    std::deque<std::unique_ptr<message>>::iterator it);
   void deliver_early(operation* op, message* m);
   void resume(connection& c);
   void resume_paused();
@@ -315,21 +306,16 @@ class engine : public weft::detail::retiring<engine> {
   int rank_;
   int size_;
   config settings_;
-  tcp::acceptor acceptor_;
-  std::string address_;
+  listener listener_;
   std::vector<std::unique_ptr<connection>> connections_;  // by peer rank; none for this rank
   std::vector<std::unique_ptr<connection>> pending_connects_;
   int connected_ = 0;
-  int greetings_ = 0;
   std::optional<std::string> setup_failure_;
   errc setup_code_ = errc::transport;  // errc::mismatch: the ranks' world sizes differ
   bool started_ = false;               // met every peer: a hello now is a stranger's
   std::size_t connects_ended_ = 0;     // connections to lower ranks made, failed or refused
-  std::vector<std::deque<operation*>> posted_;                    // posted receives, by peer
-  std::vector<std::deque<std::unique_ptr<message>>> unexpected_;  // early messages, by peer
-  std::size_t unexpected_bytes_ = 0;
-  std::vector<buffer> spare_buffers_;  // of delivered early messages, oldest first
-  std::size_t spare_bytes_ = 0;
+  std::vector<std::deque<operation*>> posted_;  // posted receives, by peer
+  early_queues early_;                          // messages that came before their receive
   std::deque<operation*> self_sends_;
   std::vector<std::string> peer_reason_;                // why each lost peer is lost
   std::unique_ptr<bootstrap::failure_watch> failures_;  // the job's notice, through the store
@@ -341,7 +327,6 @@ class engine : public weft::detail::retiring<engine> {
   std::string local_congestion_;   // connections to this host's ranks': choose_congestion (empty:
                                    // the system's)
   std::string lost_reason_;
-  bootstrap::store_detail::rejection_log rejected_;
   weft::detail::operation_pool<operation> pool_;
 };
 

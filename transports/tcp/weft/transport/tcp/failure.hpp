@@ -134,7 +134,7 @@ inline void engine::lose(connection& c, const std::string& why) {
   c.target = nullptr;
   for (operation* op : posted_[peer]) op->state = status::failed;
   posted_[peer].clear();
-  for (auto& m : unexpected_[peer]) {
+  for (auto& m : early_.from(c.peer)) {
     if (!m->complete && m->claimed != nullptr) {
       m->claimed->source = nullptr;
       m->claimed->state = status::failed;

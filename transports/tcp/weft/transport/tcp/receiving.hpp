@@ -2,10 +2,9 @@
 //
 // Frames are read from the socket as they come: a posted receive's payload straight into its
 // buffer (large payloads read in place, small ones through the 64 KiB inbox that also holds the
-// next headers); a message that arrives first waits in the unexpected queue, bounded by
-// config::unexpected_limit bytes: past it the connection stops reading, and TCP's flow control
-// holds the sender, until a receive is posted. Early messages' buffers are kept for the next
-// ones, up to config::early_buffer_cache bytes.
+// next headers); a message that arrives first waits among the early messages
+// (tcp/early_queues.hpp) until a receive is posted; past their limit the connection stops
+// reading until one is.
 #pragma once
 
 #include "weft/transport/tcp/engine.hpp"
@@ -34,14 +33,14 @@ inline operation* engine::post_recv(int peer, std::span<std::byte> data, tag_t t
     return op;
   }
   // An early message of this tag from this peer comes first.
-  auto& early = unexpected_[static_cast<std::size_t>(peer)];
+  auto& early = early_.from(peer);
   for (auto it = early.begin(); it != early.end(); ++it) {
     message* m = it->get();
     if (m->tag != tag || m->claimed != nullptr) continue;
     connection* arriving = connections_[static_cast<std::size_t>(peer)].get();
     if (m->complete) {
       deliver_early(op, m);
-      forget_early(early, it);
+      early_.forget(peer, it);
       resume_paused();
     } else if (arriving != nullptr && arriving->early == m && m->size == op->size) {
       // It is coming in right now: move what has come into the receive and read the rest
@@ -51,8 +50,7 @@ inline operation* engine::post_recv(int peer, std::span<std::byte> data, tag_t t
       arriving->target = op;
       arriving->sink = op->in;
       op->state = status::active;
-      unexpected_bytes_ -= m->size;
-      forget_early(early, it);
+      early_.forget(peer, it);
       resume_paused();
     } else {
       m->claimed = op;
@@ -187,12 +185,9 @@ inline bool engine::route(connection& c) {
     }
     return true;
   }
-  if (unexpected_bytes_ + c.length > settings_.unexpected_limit) return false;
-  auto kept = early_message(c.tag, c.length);
-  c.early = kept.get();
-  c.sink = kept->bytes();
-  unexpected_bytes_ += c.length;
-  unexpected_[static_cast<std::size_t>(c.peer)].push_back(std::move(kept));
+  if (!early_.has_room(c.length)) return false;
+  c.early = early_.hold(c.peer, c.tag, c.length);
+  c.sink = c.early->bytes();
   return true;
 }
 
@@ -220,12 +215,9 @@ inline void engine::finish_payload(connection& c) {
     message* m = c.early;
     m->complete = true;
     if (operation* waiting = m->claimed) {
-      auto& early = unexpected_[static_cast<std::size_t>(c.peer)];
-      auto it =
-          std::find_if(early.begin(), early.end(), [&](auto& owned) { return owned.get() == m; });
       waiting->source = nullptr;
       deliver_early(waiting, m);
-      forget_early(early, it);
+      early_.forget(c.peer, m);
       resume_paused();
     }
   }
@@ -234,42 +226,9 @@ inline void engine::finish_payload(connection& c) {
   c.sink = nullptr;
 }
 
-// A message to hold a payload that arrives before its receive: its buffer is the oldest kept
-// one of a fitting size (at least the payload and at most 4 times it), else a new one.
-inline std::unique_ptr<message> engine::early_message(tag_t tag, std::size_t size) {
-  // Kept buffers hold inbox_bytes or more, so a payload below a quarter of that fits none.
-  for (auto it = spare_buffers_.begin(); size >= inbox_bytes / 4 && it != spare_buffers_.end();
-       ++it) {
-    if (it->capacity >= size && it->capacity / 4 <= size) {
-      buffer kept = std::move(*it);
-      spare_bytes_ -= kept.capacity;
-      spare_buffers_.erase(it);
-      return std::make_unique<message>(tag, size, std::move(kept));
-    }
-  }
-  return std::make_unique<message>(tag, size,
-                                   buffer{std::unique_ptr<std::byte[]>(new std::byte[size]), size});
-}
-
-// Removes a delivered early message from its peer's queue, keeping its buffer for the next
-// ones: small buffers are cheap to allocate and go back, and past early_buffer_cache bytes
-// the oldest kept ones go first.
-inline void engine::forget_early(std::deque<std::unique_ptr<message>>& queue,
-                                 std::deque<std::unique_ptr<message>>::iterator it) {
-  buffer b = std::move((*it)->storage);
-  queue.erase(it);
-  if (b.capacity < inbox_bytes || b.capacity > settings_.early_buffer_cache) return;
-  while (spare_bytes_ + b.capacity > settings_.early_buffer_cache) {
-    spare_bytes_ -= spare_buffers_.front().capacity;
-    spare_buffers_.erase(spare_buffers_.begin());
-  }
-  spare_bytes_ += b.capacity;
-  spare_buffers_.push_back(std::move(b));
-}
-
-// Copies a complete early message into its receive and frees the room it held.
+// Copies a complete early message into its receive (early_queues::forget then frees the room
+// it held).
 inline void engine::deliver_early(operation* op, message* m) {
-  unexpected_bytes_ -= m->size;
   if (m->size != op->size) {
     op->size_mismatch = true;
     op->other_size = m->size;

@@ -1,4 +1,4 @@
-// weft/transport/tcp/handshake.hpp — how TCP ranks meet, and how they part.
+// weft/transport/tcp/meeting.hpp — how TCP ranks meet, and how they part.
 //
 // Each rank listens, publishes host:port (and the CPUs it may run on) in the bootstrap store,
 // connects to every lower rank and accepts every higher one. A connection opens with a hello
@@ -12,8 +12,8 @@
 #include "weft/bootstrap/store.hpp"
 #include "weft/error.hpp"
 #include "weft/transport/tcp/engine.hpp"
+#include "weft/transport/tcp/listener.hpp"
 
-#include <boost/asio/ip/host_name.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -46,7 +46,7 @@ inline void engine::close() {
     for (auto& owned : connections_) {
       if (owned) owned->socket.close(ignored);
     }
-    acceptor_.close(ignored);
+    listener_.close();
     return;
   }
   failures_.reset();  // an orderly end: its lifeline is withdrawn
@@ -77,8 +77,7 @@ inline void engine::close() {
       owned->socket.close(ignored);
     }
   }
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
+  listener_.close();
 }
 
 inline void engine::start_up(bootstrap::store& meeting) {
@@ -106,9 +105,9 @@ inline void engine::meet(bootstrap::store& meeting) {
   // "<world size> <address>": a rank started for another world size is found by every rank
   // that reads it, not only by the one it connects to (a store without a failure watch, as
   // torch.distributed's, carries no notice).
-  meeting.set(key_of(rank_), std::to_string(size_) + " " + address_);
+  meeting.set(key_of(rank_), std::to_string(size_) + " " + listener_.address());
   // Accept the higher ranks while connecting to the lower ones.
-  accept();
+  listener_.accept(who(), [this](std::shared_ptr<tcp::socket> socket) { greet(socket); });
   for (int peer = 0; peer < rank_; ++peer) {
     auto where = meeting.get(key_of(peer), deadline);
     if (where) {
@@ -160,7 +159,7 @@ inline void engine::meet(bootstrap::store& meeting) {
     throw error(errc::timeout, "rank " + std::to_string(rank_) + " timed out after " +
                                    std::to_string(settings_.connect_timeout.count()) +
                                    " ms at start-up: no connection from rank(s) " + missing +
-                                   " (not started, or cannot reach " + address_ + ")");
+                                   " (not started, or cannot reach " + listener_.address() + ")");
   }
   adapt_to_crowding(meeting, deadline);
   for (auto& owned : connections_) {
@@ -191,24 +190,10 @@ inline void engine::listen(bootstrap::store& meeting) {
     throw error(errc::invalid_argument,
                 "tcp transport: bind address '" + host + "' is not an IP address");
   }
-  const tcp::endpoint where(ip, 0);
-  acceptor_.open(where.protocol(), failure);
-  if (!failure) {
-    system_congestion_ = congestion_of(acceptor_.native_handle());
-    local_congestion_ = choose_congestion(acceptor_.native_handle());
-  }
-  if (!failure && settings_.socket_buffer_bytes > 0)
-    acceptor_.set_option(asio::socket_base::receive_buffer_size(settings_.socket_buffer_bytes),
-                         failure);
-  if (!failure) acceptor_.bind(where, failure);
-  if (!failure) acceptor_.listen(asio::socket_base::max_listen_connections, failure);
-  if (failure) {
-    throw error(errc::transport, "rank " + std::to_string(rank_) + " cannot listen on " + host +
-                                     ": " + failure.message());
-  }
-  std::string shown = ip.is_unspecified() ? asio::ip::host_name() : ip.to_string();
-  if (ip.is_v6() && !ip.is_unspecified()) shown = "[" + shown + "]";
-  address_ = shown + ":" + std::to_string(acceptor_.local_endpoint().port());
+  listener_.open(ip, rank_, settings_.socket_buffer_bytes, [this](int handle) {
+    system_congestion_ = congestion_of(handle);
+    local_congestion_ = choose_congestion(handle);
+  });
 }
 
 inline std::vector<std::byte> engine::hello() const {
@@ -313,15 +298,6 @@ inline void engine::adopt(int peer, connection* raw) {
   ++connects_ended_;
 }
 
-// Accepts connections for the life of the transport; only the expected hellos get through.
-inline void engine::accept() {
-  acceptor_.async_accept([this](boost::system::error_code failure, tcp::socket socket) {
-    if (failure == asio::error::operation_aborted) return;
-    if (!failure) greet(std::make_shared<tcp::socket>(std::move(socket)));
-    accept();
-  });
-}
-
 // An accepted connection while its hello is read (closed after 5 s without one).
 struct engine::greeting {
   explicit greeting(asio::io_context& io) : timer(io) {}
@@ -333,12 +309,10 @@ struct engine::greeting {
   bool over = false;
 };
 
+// Reads an accepted connection's hello (tcp/wire.hpp): a higher rank of this job is let in and
+// acknowledged, anything else turned away (and logged), a rank of this job started for another
+// world size refused with the reason.
 inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
-  if (greetings_ >= 256) {  // a flood of connections gets no buffers
-    rejected_.note(who(), "(too many connections in their hello at once)");
-    return;
-  }
-  ++greetings_;
   auto state = std::make_shared<greeting>(io_);
   boost::system::error_code ignored;
   const auto remote = socket->remote_endpoint(ignored);
@@ -346,8 +320,8 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
   auto reject = [this, socket, state](const std::string& why) {
     if (state->over) return;
     state->over = true;
-    --greetings_;
-    rejected_.note(who(), "from " + state->from + ": " + why);
+    listener_.greeted();
+    listener_.turn_away(who(), "from " + state->from + ": " + why);
     boost::system::error_code closing;
     socket->close(closing);
     state->timer.cancel();
@@ -413,7 +387,7 @@ inline void engine::greet(std::shared_ptr<tcp::socket> socket) {
               if (connections_[peer])
                 return reject("rank " + std::to_string(peer) + " is already connected");
               state->over = true;
-              --greetings_;
+              listener_.greeted();
               state->timer.cancel();
               auto c = std::make_unique<connection>(io_);
               c->peer = static_cast<int>(peer);
