@@ -23,11 +23,13 @@
 // dies without an error on this side (connectionless fabrics cannot tell dead from slow) ends
 // every wait on it with the communicator's timeout.
 //
-// Files: ofi/config.hpp (settings and their variables), ofi/operation.hpp (what is kept per
-// posted operation and registration), ofi/peer_watch.hpp and ofi/shm_region.hpp (peers on this
-// host), ofi/registration_cache.hpp, ofi/engine.hpp (what a transport owns; wait, test,
-// cancel), ofi/fabric.hpp (opening, meeting the peers, closing), ofi/posting.hpp,
-// ofi/completion.hpp; this header is the transport and its session.
+// Files: ofi/config.hpp (settings and their variables), ofi/wire.hpp (what is kept per posted
+// operation and registration), ofi/engine.hpp (what a transport owns; wait, test, cancel),
+// ofi/meeting.hpp (opening, meeting the peers, closing), ofi/failure.hpp, as every network
+// transport names them; the provider moves the bytes, so moving them is ofi/posting.hpp (posts)
+// and ofi/completion.hpp (what finished); and libfabric's own: ofi/registration_cache.hpp,
+// ofi/peer_watch.hpp and ofi/shm_region.hpp (peers on this host). This header is the transport
+// and its session.
 #pragma once
 
 #include "weft/bootstrap/session.hpp"
@@ -38,7 +40,8 @@
 #include "weft/transport/ofi/completion.hpp"
 #include "weft/transport/ofi/config.hpp"
 #include "weft/transport/ofi/engine.hpp"
-#include "weft/transport/ofi/fabric.hpp"
+#include "weft/transport/ofi/failure.hpp"
+#include "weft/transport/ofi/meeting.hpp"
 #include "weft/transport/ofi/posting.hpp"
 
 #include <rdma/fabric.h>

@@ -4,9 +4,10 @@
 // endpoint), the registration cache and the operations in flight, at one address while the
 // provider holds pointers into its operations. This header declares it and defines what every
 // request goes through (finished, wait, cancel); the rest is defined by concern in
-// ofi/fabric.hpp (opening the endpoint, meeting the peers, closing), ofi/posting.hpp (posts,
-// the backlog of posts the provider deferred, sends to self) and ofi/completion.hpp (reading
-// the completion queue, errors), which weft/transport/ofi.hpp includes together.
+// ofi/meeting.hpp (opening the endpoint, meeting the peers, closing), ofi/posting.hpp (posts,
+// the backlog of posts the provider deferred, sends to self), ofi/completion.hpp (reading the
+// completion queue) and ofi/failure.hpp (errors), which weft/transport/ofi.hpp includes
+// together.
 #pragma once
 
 #include "weft/bootstrap/failure_watch.hpp"
@@ -18,10 +19,10 @@
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/ofi/config.hpp"
-#include "weft/transport/ofi/operation.hpp"
 #include "weft/transport/ofi/peer_watch.hpp"
 #include "weft/transport/ofi/registration_cache.hpp"
 #include "weft/transport/ofi/shm_region.hpp"
+#include "weft/transport/ofi/wire.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -49,7 +50,7 @@ class engine : public weft::detail::retiring<engine> {
   using operation_type = operation;
 
   // Opens an endpoint on the chosen provider and meets the other ranks through `meeting` (not
-  // needed for one rank); ofi/fabric.hpp.
+  // needed for one rank); ofi/meeting.hpp.
   engine(int rank, int size, bootstrap::store* meeting, const config& settings);
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -57,7 +58,7 @@ class engine : public weft::detail::retiring<engine> {
     close();
     if (info_ != nullptr) fi_freeinfo(info_);
   }
-  // Says farewell to every peer, then closes the fabric's objects, once (ofi/fabric.hpp).
+  // Says farewell to every peer, then closes the fabric's objects, once (ofi/meeting.hpp).
   void close();
 
   // Posts for a request (counted until the request is dropped: cancel).
@@ -108,7 +109,7 @@ class engine : public weft::detail::retiring<engine> {
   // True once done; throws when the operation cannot finish (a peer process that has ended
   // cannot finish it: what it delivered before was read by the progress before this call).
   bool finished(operation* op) {
-    // The job heard that `lost` was lost (ofi/fabric.hpp's failure watch). When the others gave
+    // The job heard that `lost` was lost (ofi/meeting.hpp's failure watch). When the others gave
     // up on this rank, what completed fails too: they count the call as failed.
     int lost = job_lost();
     if (lost == rank_ && (op->state == status::posted || op->state == status::done)) {
@@ -243,7 +244,7 @@ class engine : public weft::detail::retiring<engine> {
   // How long a call into the provider may stay stuck after a peer died before the process ends.
   static constexpr std::chrono::seconds stuck_limit{30};
 
-  // Opening, meeting and parting (ofi/fabric.hpp).
+  // Opening, meeting and parting (ofi/meeting.hpp).
   void open();
   void meet(bootstrap::store& meeting);
   void exchange_addresses(bootstrap::store& meeting);
@@ -258,8 +259,10 @@ class engine : public weft::detail::retiring<engine> {
   void drain_backlog();
   bool withdraw_queued(operation* op);
 
-  // Completions and failures (ofi/completion.hpp).
+  // Completions (ofi/completion.hpp).
   void complete(piece* p, const fi_cq_tagged_entry* entry);
+
+  // Failures (ofi/failure.hpp).
   void read_error();
   void fail(operation* op, errc code, const std::string& why, int culprit = -1);
   [[noreturn]] void fail_call(const char* what, int code) const;

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "weft/error.hpp"
-#include "weft/transport/ofi/operation.hpp"
+#include "weft/transport/ofi/wire.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>

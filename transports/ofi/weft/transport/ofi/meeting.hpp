@@ -1,4 +1,4 @@
-// weft/transport/ofi/fabric.hpp — how a libfabric rank opens its endpoint, meets its peers and
+// weft/transport/ofi/meeting.hpp — how a libfabric rank opens its endpoint, meets its peers and
 // parts from them.
 //
 // Opening asks fi_getinfo for a reliable datagram endpoint with tagged messages matched by

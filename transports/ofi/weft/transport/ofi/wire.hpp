@@ -1,4 +1,4 @@
-// weft/transport/ofi/operation.hpp — what the libfabric transport keeps per posted send or
+// weft/transport/ofi/wire.hpp — what the libfabric transport keeps per posted send or
 // receive (split into pieces no longer than the provider's largest message) and per memory
 // registration.
 #pragma once
