@@ -18,8 +18,10 @@
 #include "weft/transport.hpp"
 #include "weft/transport/shm/config.hpp"
 #include "weft/transport/shm/engine.hpp"
+#include "weft/transport/shm/failure.hpp"
 #include "weft/transport/shm/meeting.hpp"
-#include "weft/transport/shm/progress.hpp"
+#include "weft/transport/shm/receiving.hpp"
+#include "weft/transport/shm/sending.hpp"
 
 #include <span>
 #include <string>

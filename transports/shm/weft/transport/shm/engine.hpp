@@ -1,6 +1,7 @@
-// weft/transport/shm/engine.hpp — what a shared-memory transport owns, and its wait, test and
-// cancel. Meeting the peers is in shm/meeting.hpp, moving pieces and failures in
-// shm/progress.hpp.
+// weft/transport/shm/engine.hpp — what a shared-memory transport owns, and what every request
+// goes through: post, wait, test, cancel. Meeting the peers is in shm/meeting.hpp, moving pieces
+// in shm/sending.hpp and shm/receiving.hpp, what ends an operation that cannot finish in
+// shm/failure.hpp; weft/transport/shm.hpp includes them together.
 //
 // A message goes through the receiver's FIFO from this rank in pieces of up to a slot's bytes,
 // one send per peer at a time (so a message's pieces are consecutive in its FIFO). A send is
@@ -130,7 +131,7 @@ class engine : public weft::detail::retiring<engine> {
     return count;
   }
 
-  // Posts a send or a (reducing) receive (shm/progress.hpp).
+  // Posts a send or a (reducing) receive (below the class).
   operation* post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
                   const std::byte* own = nullptr, const weft::detail::reducer* combine = nullptr);
   operation* post_send(int peer, std::span<const std::byte> data, tag_t tag) {
@@ -206,28 +207,36 @@ class engine : public weft::detail::retiring<engine> {
   void meet(bootstrap::store& meeting);
   void probe_memory_reads();
 
-  // shm/progress.hpp
+  // Below the class: moving what can move, completing, withdrawing, sleeping on the doorbell.
   bool progress();
+  void complete(operation* op);
+  void withdraw(operation* op);
+  void sleep_until_rung(deadline_clock::time_point until, operation* op);
+
+  // Sending (shm/sending.hpp).
+  void start_send(operation* op);
   bool push(int peer);
+
+  // Receiving (shm/receiving.hpp).
+  void start_receive(operation* op);
   bool drain(int peer);
   void take_piece(int peer, const slot_header& piece, const std::byte* payload);
   void take_loan(int peer, const slot_header& piece);
   std::string read_loan(int peer, const loan& lent, std::size_t bytes, std::byte* target,
                         const std::byte* own, const weft::detail::reducer* combine, errc& code);
   operation* match(int peer, tag_t tag, std::size_t total, bool& posted);
-  void withdraw(operation* op);
   void deliver_early(operation* op, early_message& message);
-  void watch_peers();
-  void sleep_until_rung(deadline_clock::time_point until, operation* op);
+
+  // Failure (shm/failure.hpp).
   bool finished(operation* op);
+  void fail(operation* op, errc code, std::string why, int culprit = -1);
+  void watch_peers();
   // The rank to blame when `closer` closed its transport while this rank waited for it.
   int root_of_close(int closer, int lost);
-  void fail(operation* op, errc code, std::string why, int culprit = -1);
   // Why `root` counts as lost, for a message: its process ended, or the job's notice says so.
   std::string lost_text(int root) const;
   // What `closer` wrote in its region of why it gave up (empty: nothing, or it closed in order).
   std::string close_reason_of(int closer) const;
-  void complete(operation* op);
   // Rank `rank` as the job numbers it (config::job_ranks).
   int job_rank(int rank) const {
     const auto& job = settings_.job_ranks;
@@ -275,5 +284,123 @@ class engine : public weft::detail::retiring<engine> {
       -1;  // the first rank an operation here failed for as lost; told to peers at close
   bool closed_ = false;
 };
+
+// Posts a send or a (reducing) receive: a fresh operation, then the send goes out
+// (shm/sending.hpp) or the receive meets its message (shm/receiving.hpp).
+inline operation* engine::post(bool is_send, int peer, std::byte* data, std::size_t size, tag_t tag,
+                               const std::byte* own, const weft::detail::reducer* combine) {
+  weft::detail::check_peer(rank_, size_, peer, is_send ? "send to" : "receive from");
+  operation* op = pool_.acquire();
+  op->is_send = is_send;
+  op->peer = peer;
+  op->tag = tag;
+  op->data = data;
+  op->size = size;
+  op->moved = 0;
+  op->own = own;
+  op->combine = combine;
+  op->matched = false;
+  op->orphan = false;
+  op->loan = 0;
+  op->declined = false;
+  op->state = status::posted;
+  op->code = errc::transport;
+  op->failure.clear();
+  if (closed_) {
+    fail(op, errc::transport, direction(op) + ": this rank closed its transport");
+    return op;
+  }
+  if (is_send) {
+    start_send(op);
+  } else {
+    start_receive(op);
+  }
+  return op;
+}
+
+inline bool engine::progress() {
+  bool any = false;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peers_[static_cast<std::size_t>(peer)].region == nullptr) continue;
+    any = drain(peer) || any;
+    any = push(peer) || any;
+  }
+  return any;
+}
+
+inline void engine::complete(operation* op) {
+  if (op->state != status::posted) return;
+  op->state = status::done;
+  if (op->orphan) release(op);
+}
+
+// Takes `op` out of every queue and arrival it is part of. A lent send not yet given back is
+// withdrawn from the peer too (take_loan), before its buffer is the caller's again: the fence
+// orders the mark before whatever the caller then writes.
+inline void engine::withdraw(operation* op) {
+  auto& state = peers_[static_cast<std::size_t>(op->peer)];
+  if (op->is_send && op->loan != 0 && own_.base() != nullptr) {
+    lent_counters* counters = lent_to(own_.base(), shape_, op->peer);
+    if (counters->given_back.load(std::memory_order_acquire) < op->loan) {
+      counters->withdrawn.store(op->loan, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+  }
+  if (op->is_send) {
+    state.sends.erase(std::remove(state.sends.begin(), state.sends.end(), op), state.sends.end());
+    return;
+  }
+  state.receives.erase(std::remove(state.receives.begin(), state.receives.end(), op),
+                       state.receives.end());
+  if (state.incoming == op) {
+    state.incoming = nullptr;
+    state.discarding = true;
+  }
+  for (auto& message : state.early)
+    if (message.claimed == op) message.claimed = nullptr;
+}
+
+inline void engine::sleep_until_rung(deadline_clock::time_point until, operation* op) {
+  control_block* me = control_of(own_.base());
+  const std::uint32_t seen = me->doorbell.load(std::memory_order_seq_cst);
+  me->sleeping.store(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(
+      std::memory_order_seq_cst);  // the last look below sees what ring() did not wake
+  if (!progress() && op->state == status::posted)
+    futex_wait(me->doorbell, seen, until - deadline_clock::now());
+  me->sleeping.store(0, std::memory_order_seq_cst);
+}
+
+inline void engine::cancel(operation* op) {
+  if (take_back()) return;  // retired while this request lived
+  if (op->state != status::posted) {
+    release(op);
+    return;
+  }
+  auto& state = peers_[static_cast<std::size_t>(op->peer)];
+  if (op->loan != 0) {  // lent, not given back: withdrawn (the peer fails its receive)
+    withdraw(op);
+    release(op);
+    return;
+  }
+  if (op->is_send && op->moved != 0) {
+    // Part of it is in the peer's FIFO: the rest goes too, from a copy (the buffer is the
+    // caller's again once the request is gone).
+    const std::byte* rest =
+        op->kept.empty() ? op->data + op->moved : op->kept.data() + (op->moved - op->kept_from);
+    std::vector<std::byte> copy(rest, rest + (op->size - op->moved));
+    op->kept = std::move(copy);
+    op->kept_from = op->moved;
+    op->orphan = true;
+    return;
+  }
+  if (!op->is_send &&
+      state.incoming == op) {  // part-way: the rest of the message is read into nothing
+    state.incoming = nullptr;
+    state.discarding = true;
+  }
+  withdraw(op);
+  release(op);
+}
 
 }  // namespace weft::shm::detail
