@@ -544,6 +544,7 @@ class communicator {
     swap(asked_, other.asked_);
     swap(digest_, other.digest_);
     swap(waiting_said_, other.waiting_said_);
+    swap(peek_next_, other.peek_next_);
   }
 
   T* transport_ = nullptr;
