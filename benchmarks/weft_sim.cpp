@@ -6,8 +6,9 @@
 //            [--json out.json] [--traffic traffic.svg] [--tiers-svg tiers.svg]
 //
 // Fabrics (weft/transport/sim/machines.hpp): hgx (--nodes domains of --gpus-per-node GPUs:
-// NVLink --scale-up-gbps, --scale-up-us; HBM --memory-gbs), nvl72 (racks of 72 GPUs at
-// 1.8 TB/s), ualink (pods of --accelerators with --lanes lanes of 200 Gbit/s each), and uniform
+// NVLink --scale-up-gbps, --scale-up-us; HBM --memory-gbs), nvl72 (racks of --gpus-per-node
+// GPUs, 72 unless fewer are asked for, at 1.8 TB/s), ualink (pods of --accelerators with --lanes
+// lanes of 200 Gbit/s each), and uniform
 // (--ranks ports of --gbps at --latency-us into a switch that never blocks: the alpha-beta
 // machine; computing is free unless --memory-gbs). Between domains: --nics a domain (default
 // one a GPU) of --scale-out-gbps at --scale-out-us, through --tiers 1, 2 or 3 of Clos with
@@ -15,7 +16,9 @@
 // --hop-us a link between switches. Buffers are phantom: nothing is moved, so sizes and rank
 // counts are those of the machine simulated. --traffic draws each run's rank x rank traffic at
 // the largest size as a heat map, --tiers-svg the bytes that stayed in and left the scale-up
-// domains. Exit 0, 2 for bad flags, 1 when a run failed.
+// domains. A flag the chosen fabric has no use for is refused (--ranks on nvl72, --lanes on hgx,
+// scale-out flags on a single domain), never ignored. Exit 0, 2 for bad flags, 1 when a run
+// failed.
 #include "bench_cli.hpp"
 #include "sim_pictures.hpp"
 
@@ -28,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -36,10 +40,10 @@ namespace {
 
 struct sim_settings {
   std::string fabric = "hgx";
-  int nodes = 0;  // 0: the fabric's (hgx 2, nvl72 and ualink 1)
-  int gpus_per_node = 8;
-  int nics = 0;  // 0: one a GPU
-  double scale_up_gbps = 7200, scale_up_us = 0.5;
+  int nodes = 0;          // 0: the fabric's (hgx 2, nvl72 and ualink 1)
+  int gpus_per_node = 8;  // hgx; an nvl72 rack: 72 unless given
+  int nics = 0;           // 0: one a GPU
+  double scale_up_gbps = 3600, scale_up_us = 0.5;
   double scale_out_gbps = 400, scale_out_us = 2;
   double memory_gbs = 4800;
   int accelerators = 1024, lanes = 4;  // ualink
@@ -55,6 +59,7 @@ struct sim_settings {
   std::vector<std::string> algorithms = {"automatic"};
   std::size_t min_bytes = std::size_t{1} << 20, max_bytes = std::size_t{1} << 30, factor = 4;
   std::string json;
+  std::set<std::string> given;  // the flags on the command line
 };
 
 // The flags, with their defaults: to stdout for --help (exit 0), to stderr after a problem
@@ -69,10 +74,10 @@ struct sim_settings {
       "brackets)\n"
       "  --fabric hgx|nvl72|ualink|uniform  the machine [%s]\n"
       "  --nodes N                 nodes (hgx) or racks (nvl72) [hgx 2, nvl72 and ualink 1]\n"
-      "  --gpus-per-node G         GPUs of an hgx node [%d]\n"
+      "  --gpus-per-node G         GPUs of an hgx node [%d] or an nvl72 rack [72, at most]\n"
       "  --nics K                  scale-out NICs of a node [one a GPU]\n"
       "  --accelerators N --lanes L  a UALink pod [%d, %d]\n"
-      "  --scale-up-gbps X --scale-up-us X  the scale-up links [%g Gbit/s, %g us]\n"
+      "  --scale-up-gbps X --scale-up-us X  the scale-up links, each way [%g Gbit/s, %g us]\n"
       "  --memory-gbs X            HBM bandwidth [%g GB/s]\n"
       "  --scale-out-gbps X --scale-out-us X  the scale-out network [%g Gbit/s, %g us]\n"
       "  --tiers 1|2|3 --oversubscription R --leaf-ports K --pod-leaves K --hop-us X\n"
@@ -136,6 +141,60 @@ std::vector<std::string> algorithm_list(const std::string& text) {
   return names;
 }
 
+// How the chosen fabric is sized, for a refusal's hint.
+std::string sized_by(const std::string& fabric) {
+  if (fabric == "hgx") return "--nodes nodes of --gpus-per-node GPUs";
+  if (fabric == "nvl72") return "--nodes racks of --gpus-per-node GPUs (72 at most)";
+  if (fabric == "ualink") return "--nodes pods of --accelerators";
+  return "--ranks";
+}
+
+// Refuses (exit 2) a flag the chosen fabric has no use for, rather than run a machine other
+// than the one asked for: --ranks on nvl72 would otherwise simulate all 72 GPUs.
+void refuse_what_does_not_apply(const sim_settings& s) {
+  struct scope {
+    const char* flag;
+    std::set<std::string> fabrics;
+  };
+  const std::set<std::string> domains = {"hgx", "nvl72", "ualink"};
+  const std::vector<scope> scopes = {
+      {"--nodes", domains},
+      {"--gpus-per-node", {"hgx", "nvl72"}},
+      {"--accelerators", {"ualink"}},
+      {"--lanes", {"ualink"}},
+      {"--scale-up-gbps", {"hgx", "nvl72"}},  // a UALink port is its --lanes
+      {"--scale-up-us", domains},
+      {"--ranks", {"uniform"}},
+      {"--gbps", {"uniform"}},
+      {"--latency-us", {"uniform"}},
+  };
+  for (const auto& [flag, fabrics] : scopes) {
+    if (!s.given.contains(flag) || fabrics.contains(s.fabric)) continue;
+    std::string hint = "; --fabric " + s.fabric + " is sized by " + sized_by(s.fabric);
+    if (std::string(flag) == "--scale-up-gbps") hint = "; a UALink port is set by --lanes";
+    std::string where;
+    for (const auto& f : fabrics) {
+      where += (where.empty() ? "" : f == *fabrics.rbegin() ? " or " : ", ") + f;
+    }
+    usage(std::string(flag) + " applies to --fabric " + where + ", not " + s.fabric + hint);
+  }
+  // Scale-out flags need domains to join.
+  const std::vector<const char*> scale_out = {
+      "--nics",       "--scale-out-gbps", "--scale-out-us", "--tiers", "--oversubscription",
+      "--leaf-ports", "--pod-leaves",     "--hop-us"};
+  const int domain_count = s.nodes != 0 ? s.nodes : s.fabric == "hgx" ? 2 : 1;
+  for (const char* flag : scale_out) {
+    if (!s.given.contains(flag)) continue;
+    if (s.fabric == "uniform") {
+      usage(std::string(flag) + " sets the network between domains; --fabric uniform has none");
+    }
+    if (domain_count == 1) {
+      usage(std::string(flag) + " sets the network between domains, and this " + s.fabric +
+            " machine is one domain; ask for more with --nodes");
+    }
+  }
+}
+
 sim_settings parse(int argc, char** argv) {
   sim_settings s;
   for (int i = 1; i < argc; ++i) {
@@ -143,6 +202,7 @@ sim_settings parse(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") usage("");
     if (i + 1 >= argc) usage(flag + " needs a value");
     const char* value = argv[++i];
+    s.given.insert(flag);
     if (flag == "--fabric")
       s.fabric = value;
     else if (flag == "--nodes")
@@ -211,8 +271,15 @@ sim_settings parse(int argc, char** argv) {
     usage("--collective '" + s.collective +
           "' is not one of allreduce, reduce_scatter, allgather, broadcast, alltoall");
   }
-  if (s.fabric == "hgx" && s.nics > s.gpus_per_node)
-    usage("--nics must not exceed --gpus-per-node");
+  if (s.fabric == "nvl72" && s.given.contains("--gpus-per-node") && s.gpus_per_node > 72)
+    usage("--gpus-per-node: an NVL72 rack has at most 72 GPUs");
+  const int domain_gpus = s.fabric == "ualink" ? s.accelerators
+                          : s.fabric == "nvl72" && !s.given.contains("--gpus-per-node")
+                              ? 72
+                              : s.gpus_per_node;
+  if (s.fabric != "uniform" && s.nics > domain_gpus)
+    usage("--nics must not exceed the GPUs of a domain (" + std::to_string(domain_gpus) + ")");
+  refuse_what_does_not_apply(s);
   if (s.min_bytes < sizeof(float)) usage("-b must be at least 4 bytes (one float)");
   if (s.min_bytes > s.max_bytes) usage("-b must not exceed -e");
   return s;
@@ -229,7 +296,8 @@ weft::sim::fabric machine_of(const sim_settings& s) {
   const int domains = s.nodes != 0 ? s.nodes : s.fabric == "hgx" ? 2 : 1;
   if (s.fabric == "nvl72") domain = weft::sim::nvl72();
   if (s.fabric == "ualink") domain = weft::sim::ualink_pod(s.accelerators, s.lanes);
-  if (s.fabric == "hgx") domain.gpus = s.gpus_per_node;
+  if (s.fabric == "hgx" || (s.fabric == "nvl72" && s.given.contains("--gpus-per-node")))
+    domain.gpus = s.gpus_per_node;
   if (s.fabric == "hgx" || s.given_scale_up) domain.gbyte_per_s = s.scale_up_gbps / 8;
   domain.latency_us = s.scale_up_us;
   if (s.given_memory || s.fabric == "hgx") domain.memory_gbyte_per_s = s.memory_gbs;
@@ -240,8 +308,6 @@ weft::sim::fabric machine_of(const sim_settings& s) {
   net.leaf_ports = s.leaf_ports;
   net.pod_leaves = s.pod_leaves;
   net.with_tiers(s.tiers, s.oversubscription);
-  if (net.nics > domain.gpus)
-    usage("--nics must not exceed the GPUs of a domain (" + std::to_string(domain.gpus) + ")");
   return weft::sim::cluster(domains, domain, net);
 }
 

@@ -92,9 +92,28 @@ with tempfile.TemporaryDirectory() as scratch:
                      (["--latency-us", "nan"], "--latency-us wants a finite number"),
                      (["--gbps", "0"], "--gbps wants a finite number > 0, not '0'"),
                      (["--scale-out-gbps", "-1"], "--scale-out-gbps wants a finite number > 0"),
-                     (["--fabric", "nvl72", "--nics", "80"], "must not exceed the GPUs of a domain")):
+                     (["--fabric", "nvl72", "--nics", "80"], "must not exceed the GPUs of a domain"),
+                     # A flag the fabric has no use for is refused, never ignored (it would run
+                     # another machine than the one asked for).
+                     (["--fabric", "nvl72", "--ranks", "16"], "--ranks applies to --fabric uniform, not nvl72"),
+                     (["--fabric", "nvl72", "--accelerators", "16"], "--accelerators applies to --fabric ualink, not nvl72"),
+                     (["--fabric", "nvl72", "--gpus-per-node", "73"], "an NVL72 rack has at most 72 GPUs"),
+                     (["--fabric", "hgx", "--lanes", "2"], "--lanes applies to --fabric ualink, not hgx"),
+                     (["--fabric", "ualink", "--scale-up-gbps", "800"], "a UALink port is set by --lanes"),
+                     (["--fabric", "uniform", "--gpus-per-node", "4"], "sized by --ranks"),
+                     (["--fabric", "uniform", "--tiers", "2"], "--fabric uniform has none"),
+                     (["--fabric", "nvl72", "--scale-out-gbps", "800"], "is one domain; ask for more with --nodes"),
+                     (["--fabric", "hgx", "--nodes", "1", "--oversubscription", "2"], "is one domain"),
+                     (["--fabric", "hgx", "--nics", "9"], "must not exceed the GPUs of a domain (8)")):
         result = run(*bad)
         expect(result.returncode == 2 and why in result.stderr, f"refused: {' '.join(bad)}", result)
+
+    # The rack's GPU count: 16 of an NVL72's 72.
+    rack = os.path.join(scratch, "rack.json")
+    result = run("--fabric", "nvl72", "--gpus-per-node", "16", "--collective", "allreduce", "-b", "1M", "-e", "1M",
+                 "--algorithm", "ring", "--json", rack)
+    ranks = json.load(open(rack)).get("ranks") if result.returncode == 0 else None
+    expect(ranks == 16 and " 16 ranks" in result.stdout, f"nvl72 --gpus-per-node 16: 16 ranks ({ranks})", result)
 
     for flag in ("--help", "-h"):
         result = run(flag)

@@ -35,8 +35,8 @@ void one(const weft::sim::fabric& machine, std::size_t bytes) {
 int main(int argc, char** argv) {
   const int nodes = argc > 1 ? std::atoi(argv[1]) : 4;
   const std::size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 256;
-  // HGX H200 inside a node (NVLink, 900 GB/s a GPU, 0.5 us; reductions at 4.8 TB/s of HBM), a
-  // 400G NIC a GPU (rail-optimized, 2 us) into two tiers of Clos (1 us a hop).
+  // HGX H200 inside a node (NVLink, 450 GB/s a GPU each way, 0.5 us; reductions at 4.8 TB/s of
+  // HBM), a 400G NIC a GPU (rail-optimized, 2 us) into two tiers of Clos (1 us a hop).
   const auto machine =
       weft::sim::cluster(nodes, weft::sim::hgx_h200(), weft::sim::ethernet(400).with_tiers(2));
   std::printf(

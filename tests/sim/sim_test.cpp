@@ -359,13 +359,13 @@ TEST_CASE("machines: NVL72 and UALink domains, their sizes and their ports", "[s
   constexpr std::size_t bytes = std::size_t{1} << 24;
   auto one = exchange(
       rack, bytes, [](int r) { return r == 0; }, [](int) { return 71; });
-  CHECK(std::abs(one.seconds - (bytes / 1800e9 + 0.5e-6)) <= 1e-12);
+  CHECK(std::abs(one.seconds - (bytes / 900e9 + 0.5e-6)) <= 1e-12);  // 900 GB/s each way
   CHECK(one.scale_up_bytes == static_cast<double>(bytes));
   CHECK(one.scale_out_bytes == 0);
-  double total = 0;  // 130 TB/s across the rack's ports, one way
+  double total = 0;  // the vendor's 130 TB/s counts both directions: 65 TB/s one way
   for (const auto& l : rack.links())
     total += l.tier == weft::sim::tier::scale_up && l.latency_s > 0 ? l.bytes_per_s : 0;
-  CHECK(std::abs(total - 72 * 1800e9) < 1);
+  CHECK(std::abs(total - 72 * 900e9) < 1);
 
   const auto pod = weft::sim::cluster(1, weft::sim::ualink_pod(1024, 4), {});
   CHECK(pod.ranks() == 1024);

@@ -32,22 +32,25 @@
 
 namespace weft::sim {
 
-// A scale-up domain: `gpus` ranks, each a port of `gbyte_per_s` each way into a switch that
-// never blocks, `latency_us` one way; `memory_gbyte_per_s` is each GPU's memory (reductions).
+// A scale-up domain: `gpus` ranks, each a port of `gbyte_per_s` in each direction (a vendor's
+// "GB/s a GPU" counts both directions together: halve it) into a switch that never blocks,
+// `latency_us` one way; `memory_gbyte_per_s` is each GPU's memory (reductions).
 struct scale_up_domain {
   std::string name = "domain";
   int gpus = 8;
-  double gbyte_per_s = 900;
+  double gbyte_per_s = 450;
   double latency_us = 0.5;
   double memory_gbyte_per_s = 4800;
 };
 
-// An HGX H200 board: 8 GPUs, NVLink 900 GB/s a GPU, HBM3e 4.8 TB/s.
-inline scale_up_domain hgx_h200() { return {"hgx-h200", 8, 900, 0.5, 4800}; }
-// An NVL72 rack: 72 GPUs through the NVLink switch at 1.8 TB/s each (130 TB/s in all), HBM3e
-// 8 TB/s.
-inline scale_up_domain nvl72() { return {"nvl72", 72, 1800, 0.5, 8000}; }
-// A UALink pod of `accelerators` (up to 1024), each with `lanes` lanes of 200 Gbit/s.
+// An HGX H200 board: 8 GPUs, NVLink 4 (the vendor's "900 GB/s a GPU": 18 links of 25 GB/s in
+// each direction, both directions counted), so 450 GB/s each way; HBM3e 4.8 TB/s.
+inline scale_up_domain hgx_h200() { return {"hgx-h200", 8, 450, 0.5, 4800}; }
+// An NVL72 rack: 72 GPUs through the NVLink switch, NVLink 5 (the vendor's "1.8 TB/s a GPU",
+// 130 TB/s a rack, both directions counted), so 900 GB/s each way; HBM3e 8 TB/s.
+inline scale_up_domain nvl72() { return {"nvl72", 72, 900, 0.5, 8000}; }
+// A UALink pod of `accelerators` (up to 1024), each with `lanes` lanes of 200 Gbit/s in each
+// direction (the UALink 200G specification's lane rate, one way).
 inline scale_up_domain ualink_pod(int accelerators, int lanes) {
   if (accelerators < 1 || accelerators > 1024 || lanes < 1) {
     throw error(errc::invalid_argument,
@@ -77,7 +80,8 @@ struct scale_out_network {
 };
 
 // Ethernet scale-out (as the Ultra Ethernet specification classes a backend network: under
-// 10 us one way): NICs of `gbit_per_s`, one a GPU, rail-optimized, one tier.
+// 10 us one way): NICs of `gbit_per_s` in each direction (a NIC's rated speed, "400GbE", is
+// one way), one a GPU, rail-optimized, one tier.
 inline scale_out_network ethernet(double gbit_per_s) {
   scale_out_network net;
   net.nic_gbit_per_s = gbit_per_s;
