@@ -459,7 +459,7 @@ int main(int argc, char** argv) {
     const std::string name = r.algorithm == "automatic" ? "automatic: " + r.chosen : r.algorithm;
     pictures.push_back({name + ", " + weft_sim::bytes_label(static_cast<double>(r.bytes)), p,
                         r.measured.traffic, r.measured.scale_up_bytes, r.measured.scale_out_bytes,
-                        machine.nodes()});
+                        machine.nodes(), r.measured.seconds});
   }
   if (!s.traffic_svg.empty() && !weft_sim::write_traffic_svg(s.traffic_svg, pictures)) {
     std::fprintf(stderr, "weft-sim: could not write %s\n", s.traffic_svg.c_str());

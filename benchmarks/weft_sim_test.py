@@ -49,8 +49,28 @@ with tempfile.TemporaryDirectory() as scratch:
     if len(largest) == 2:
         expect(largest["hierarchical(ring,ring)"]["scale_out_bytes"] < largest["ring"]["scale_out_bytes"],
                "hierarchical sends fewer bytes out of the racks than the ring")
-    for path, words in ((traffic, ["ring, 16 MiB", "hierarchical(ring,ring), 16 MiB", "144 ranks: rows send"]),
-                        (tiers, ["scale-up", "scale-out", "ring, 16 MiB"])):
+    # The pictures read on their own: each panel's simulated time (as the JSON has it), one colour
+    # scale, the axes named, rank numbers where each rack starts; the bars' values written.
+    def time_label(seconds):
+        return f"{seconds * 1e6:.3g} us" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
+
+    def bytes_label(size):
+        units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        u = 0
+        while size >= 1024 and u < 4:
+            size /= 1024
+            u += 1
+        return f"{size:.3g} {units[u]}"
+
+    ring = largest.get("ring", {"seconds": 0, "scale_out_bytes": 0})
+    tree = largest.get("hierarchical(ring,ring)", {"seconds": 0, "scale_out_bytes": 0})
+    for path, words in ((traffic, ["ring, 16 MiB", "hierarchical(ring,ring), 16 MiB", "144 ranks",
+                                   "simulated time " + time_label(ring["seconds"]),
+                                   "simulated time " + time_label(tree["seconds"]),
+                                   "one scale for every panel", "sending rank", "receiving rank", "72"]),
+                        (tiers, ["scale-up: inside a node", "scale-out: between nodes",
+                                 "ring, 16 MiB: " + time_label(ring["seconds"]),
+                                 bytes_label(ring["scale_out_bytes"]), bytes_label(tree["scale_out_bytes"])])):
         try:
             text = " ".join(ElementTree.parse(path).getroot().itertext())
             expect(all(word in text for word in words), f"{os.path.basename(path)}: an SVG saying {words}")
