@@ -141,6 +141,19 @@ std::vector<std::string> algorithm_list(const std::string& text) {
   return names;
 }
 
+// The domains (nodes, racks, pods) of the machine: --nodes, else the fabric's default.
+int domain_count(const sim_settings& s) {
+  return s.nodes != 0 ? s.nodes : s.fabric == "hgx" ? 2 : 1;
+}
+
+// The GPUs of one domain: a UALink pod's accelerators, an NVL72 rack's 72 unless
+// --gpus-per-node says fewer, an HGX node's --gpus-per-node.
+int gpus_a_domain(const sim_settings& s) {
+  if (s.fabric == "ualink") return s.accelerators;
+  if (s.fabric == "nvl72" && !s.given.contains("--gpus-per-node")) return weft::sim::nvl72().gpus;
+  return s.gpus_per_node;
+}
+
 // How the chosen fabric is sized, for a refusal's hint.
 std::string sized_by(const std::string& fabric) {
   if (fabric == "hgx") return "--nodes nodes of --gpus-per-node GPUs";
@@ -182,13 +195,12 @@ void refuse_what_does_not_apply(const sim_settings& s) {
   const std::vector<const char*> scale_out = {
       "--nics",       "--scale-out-gbps", "--scale-out-us", "--tiers", "--oversubscription",
       "--leaf-ports", "--pod-leaves",     "--hop-us"};
-  const int domain_count = s.nodes != 0 ? s.nodes : s.fabric == "hgx" ? 2 : 1;
   for (const char* flag : scale_out) {
     if (!s.given.contains(flag)) continue;
     if (s.fabric == "uniform") {
       usage(std::string(flag) + " sets the network between domains; --fabric uniform has none");
     }
-    if (domain_count == 1) {
+    if (domain_count(s) == 1) {
       usage(std::string(flag) + " sets the network between domains, and this " + s.fabric +
             " machine is one domain; ask for more with --nodes");
     }
@@ -273,10 +285,7 @@ sim_settings parse(int argc, char** argv) {
   }
   if (s.fabric == "nvl72" && s.given.contains("--gpus-per-node") && s.gpus_per_node > 72)
     usage("--gpus-per-node: an NVL72 rack has at most 72 GPUs");
-  const int domain_gpus = s.fabric == "ualink" ? s.accelerators
-                          : s.fabric == "nvl72" && !s.given.contains("--gpus-per-node")
-                              ? 72
-                              : s.gpus_per_node;
+  const int domain_gpus = gpus_a_domain(s);
   if (s.fabric != "uniform" && s.nics > domain_gpus)
     usage("--nics must not exceed the GPUs of a domain (" + std::to_string(domain_gpus) + ")");
   refuse_what_does_not_apply(s);
@@ -293,11 +302,9 @@ weft::sim::fabric machine_of(const sim_settings& s) {
     return flat;
   }
   weft::sim::scale_up_domain domain = weft::sim::hgx_h200();
-  const int domains = s.nodes != 0 ? s.nodes : s.fabric == "hgx" ? 2 : 1;
   if (s.fabric == "nvl72") domain = weft::sim::nvl72();
   if (s.fabric == "ualink") domain = weft::sim::ualink_pod(s.accelerators, s.lanes);
-  if (s.fabric == "hgx" || (s.fabric == "nvl72" && s.given.contains("--gpus-per-node")))
-    domain.gpus = s.gpus_per_node;
+  domain.gpus = gpus_a_domain(s);
   if (s.fabric == "hgx" || s.given_scale_up) domain.gbyte_per_s = s.scale_up_gbps / 8;
   domain.latency_us = s.scale_up_us;
   if (s.given_memory || s.fabric == "hgx") domain.memory_gbyte_per_s = s.memory_gbs;
@@ -308,7 +315,7 @@ weft::sim::fabric machine_of(const sim_settings& s) {
   net.leaf_ports = s.leaf_ports;
   net.pod_leaves = s.pod_leaves;
   net.with_tiers(s.tiers, s.oversubscription);
-  return weft::sim::cluster(domains, domain, net);
+  return weft::sim::cluster(domain_count(s), domain, net);
 }
 
 // One call of the collective on this rank on `count` floats in its largest buffer (weft-bench's
