@@ -43,7 +43,15 @@ struct sim_settings {
   int nodes = 0;          // 0: the fabric's (hgx 2, nvl72 and ualink 1)
   int gpus_per_node = 8;  // hgx; an nvl72 rack: 72 unless given
   int nics = 0;           // 0: one a GPU
-  double scale_up_gbps = 3600, scale_up_us = 0.5;
+  double scale_up_gbps = 3600, scale_up_us = weft::sim::nvlink_latency_us;
+  // what software reaches of the links (weft/transport/sim/machines.hpp): the machine's unless
+  // given
+  double scale_up_efficiency = weft::sim::nvlink_efficiency;
+  double switch_efficiency = weft::sim::nvlink_switch_efficiency;
+  double switch_us = weft::sim::nvlink_switch_latency_us;
+  double launch_us = weft::sim::gpu_launch_us;
+  double scale_out_efficiency = 1;
+  double sharp_efficiency = 0, sharp_us = 0;
   double scale_out_gbps = 400, scale_out_us = 2;
   double memory_gbs = 4800;
   int accelerators = 1024, lanes = 4;  // ualink
@@ -77,9 +85,18 @@ struct sim_settings {
       "  --gpus-per-node G         GPUs of an hgx node [%d] or an nvl72 rack [72, at most]\n"
       "  --nics K                  scale-out NICs of a node [one a GPU]\n"
       "  --accelerators N --lanes L  a UALink pod [%d, %d]\n"
-      "  --scale-up-gbps X --scale-up-us X  the scale-up links, each way [%g Gbit/s, %g us]\n"
+      "  --scale-up-gbps X --scale-up-us X  the scale-up links, each way, and a message's\n"
+      "                            latency [%g Gbit/s, %g us]\n"
+      "  --scale-up-efficiency X   the share of the line rate messages move at [%g]\n"
+      "  --switch-efficiency X --switch-us X  the scale-up switch's reductions (algorithm\n"
+      "                            in_switch): share of the line rate, latency; 0: none\n"
+      "                            [%g, %g us; ualink 0]\n"
+      "  --launch-us X             what each call costs before its first byte [%g us]\n"
       "  --memory-gbs X            HBM bandwidth [%g GB/s]\n"
       "  --scale-out-gbps X --scale-out-us X  the scale-out network [%g Gbit/s, %g us]\n"
+      "  --scale-out-efficiency X  the share of a NIC's line rate messages move at [%g]\n"
+      "  --sharp-efficiency X --sharp-us X  a one-tier network whose switch reduces\n"
+      "                            (InfiniBand SHARP): share of the NIC's rate, latency [none]\n"
       "  --tiers 1|2|3 --oversubscription R --leaf-ports K --pod-leaves K --hop-us X\n"
       "                            the Clos network [%d, %g, %d, %d, %g us]\n"
       "  --ranks N --gbps X --latency-us X  the uniform fabric [%d, %g Gbit/s, %g us]\n"
@@ -91,9 +108,10 @@ struct sim_settings {
       "  --json FILE --traffic FILE.svg --tiers-svg FILE.svg  results and pictures [none]\n"
       "  --help                    this text\n",
       d.fabric.c_str(), d.gpus_per_node, d.accelerators, d.lanes, d.scale_up_gbps, d.scale_up_us,
-      d.memory_gbs, d.scale_out_gbps, d.scale_out_us, d.tiers, d.oversubscription, d.leaf_ports,
-      d.pod_leaves, d.hop_us, d.ranks, d.gbps, d.latency_us, d.collective.c_str(), d.min_bytes,
-      d.max_bytes, d.factor);
+      d.scale_up_efficiency, d.switch_efficiency, d.switch_us, d.launch_us, d.memory_gbs,
+      d.scale_out_gbps, d.scale_out_us, d.scale_out_efficiency, d.tiers, d.oversubscription,
+      d.leaf_ports, d.pod_leaves, d.hop_us, d.ranks, d.gbps, d.latency_us, d.collective.c_str(),
+      d.min_bytes, d.max_bytes, d.factor);
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -112,6 +130,13 @@ double number(const std::string& flag, const char* text, double lowest, bool abo
 
 // A rate: a finite number larger than 0.
 double rate(const std::string& flag, const char* text) { return number(flag, text, 0, true); }
+
+// A share of a line rate: in (0, 1], or [0, 1] where 0 means "none".
+double share(const std::string& flag, const char* text, bool zero_is_none) {
+  const double value = number(flag, text, 0, !zero_is_none);
+  if (value > 1) usage(flag + " is a share of the line rate, at most 1, not '" + text + "'");
+  return value;
+}
 
 int whole(const std::string& flag, const char* text, int lowest) {
   const double value = number(flag, text, lowest);
@@ -177,6 +202,10 @@ void refuse_what_does_not_apply(const sim_settings& s) {
       {"--lanes", {"ualink"}},
       {"--scale-up-gbps", {"hgx", "nvl72"}},  // a UALink port is its --lanes
       {"--scale-up-us", domains},
+      {"--scale-up-efficiency", domains},
+      {"--switch-efficiency", {"hgx", "nvl72"}},  // UALink's switch does not reduce
+      {"--switch-us", {"hgx", "nvl72"}},
+      {"--launch-us", domains},
       {"--ranks", {"uniform"}},
       {"--gbps", {"uniform"}},
       {"--latency-us", {"uniform"}},
@@ -192,9 +221,17 @@ void refuse_what_does_not_apply(const sim_settings& s) {
     usage(std::string(flag) + " applies to --fabric " + where + ", not " + s.fabric + hint);
   }
   // Scale-out flags need domains to join.
-  const std::vector<const char*> scale_out = {
-      "--nics",       "--scale-out-gbps", "--scale-out-us", "--tiers", "--oversubscription",
-      "--leaf-ports", "--pod-leaves",     "--hop-us"};
+  const std::vector<const char*> scale_out = {"--nics",
+                                              "--scale-out-gbps",
+                                              "--scale-out-us",
+                                              "--tiers",
+                                              "--oversubscription",
+                                              "--leaf-ports",
+                                              "--pod-leaves",
+                                              "--hop-us",
+                                              "--scale-out-efficiency",
+                                              "--sharp-efficiency",
+                                              "--sharp-us"};
   for (const char* flag : scale_out) {
     if (!s.given.contains(flag)) continue;
     if (s.fabric == "uniform") {
@@ -227,6 +264,20 @@ sim_settings parse(int argc, char** argv) {
       s.scale_up_gbps = rate(flag, value), s.given_scale_up = true;
     else if (flag == "--scale-up-us")
       s.scale_up_us = number(flag, value, 0);
+    else if (flag == "--scale-up-efficiency")
+      s.scale_up_efficiency = share(flag, value, false);
+    else if (flag == "--switch-efficiency")
+      s.switch_efficiency = share(flag, value, true);
+    else if (flag == "--switch-us")
+      s.switch_us = number(flag, value, 0);
+    else if (flag == "--launch-us")
+      s.launch_us = number(flag, value, 0);
+    else if (flag == "--scale-out-efficiency")
+      s.scale_out_efficiency = share(flag, value, false);
+    else if (flag == "--sharp-efficiency")
+      s.sharp_efficiency = share(flag, value, false);
+    else if (flag == "--sharp-us")
+      s.sharp_us = number(flag, value, 0);
     else if (flag == "--accelerators")
       s.accelerators = whole(flag, value, 1);
     else if (flag == "--lanes")
@@ -276,6 +327,12 @@ sim_settings parse(int argc, char** argv) {
     usage("--fabric '" + s.fabric + "' is not hgx, nvl72, ualink or uniform");
   }
   if (s.tiers > 3) usage("--tiers is 1, 2 or 3");
+  if (s.given.contains("--sharp-efficiency") && s.tiers != 1)
+    usage("--sharp-efficiency: a reducing network switch is one tier (--tiers 1)");
+  if (s.given.contains("--sharp-us") && !s.given.contains("--sharp-efficiency"))
+    usage("--sharp-us sets the latency of a network switch that reduces: give --sharp-efficiency");
+  if (s.given.contains("--switch-us") && s.switch_efficiency == 0)
+    usage("--switch-us: the scale-up switch does not reduce (--switch-efficiency 0)");
   if (s.accelerators > 1024) usage("--accelerators: a UALink pod has at most 1024");
   const std::vector<std::string> collectives = {"allreduce", "reduce_scatter", "allgather",
                                                 "broadcast", "alltoall"};
@@ -307,6 +364,12 @@ weft::sim::fabric machine_of(const sim_settings& s) {
   domain.gpus = gpus_a_domain(s);
   if (s.fabric == "hgx" || s.given_scale_up) domain.gbyte_per_s = s.scale_up_gbps / 8;
   domain.latency_us = s.scale_up_us;
+  domain.efficiency = s.scale_up_efficiency;
+  domain.launch_us = s.launch_us;
+  if (s.fabric != "ualink") {
+    domain.switch_efficiency = s.switch_efficiency;
+    domain.switch_latency_us = s.switch_us;
+  }
   if (s.given_memory || s.fabric == "hgx") domain.memory_gbyte_per_s = s.memory_gbs;
   weft::sim::scale_out_network net = weft::sim::ethernet(s.scale_out_gbps);
   net.nics = s.nics;
@@ -315,6 +378,8 @@ weft::sim::fabric machine_of(const sim_settings& s) {
   net.leaf_ports = s.leaf_ports;
   net.pod_leaves = s.pod_leaves;
   net.with_tiers(s.tiers, s.oversubscription);
+  net.efficiency = s.scale_out_efficiency;
+  net.with_in_switch_reduction(s.sharp_efficiency, s.sharp_us);
   return weft::sim::cluster(domain_count(s), domain, net);
 }
 
@@ -373,13 +438,21 @@ int main(int argc, char** argv) {
     std::printf(" (ports of %g Gbit/s, %g us)", s.gbps, s.latency_us);
   } else {
     const auto& port = machine.links().front();
-    std::printf(" (scale-up ports %g GB/s %g us, memory %g GB/s", port.bytes_per_s / 1e9,
-                port.latency_s * 1e6, machine.memory_bytes_per_s() / 1e9);
+    std::printf(" (scale-up ports %g GB/s each way at %g of it, %g us a message",
+                port.bytes_per_s / s.scale_up_efficiency / 1e9, s.scale_up_efficiency,
+                port.latency_s * 1e6);
+    if (s.fabric != "ualink" && s.switch_efficiency > 0)
+      std::printf(", the switch reducing at %g of it, %g us", s.switch_efficiency, s.switch_us);
+    std::printf(", memory %g GB/s, launch %g us", machine.memory_bytes_per_s() / 1e9,
+                machine.launch_seconds() * 1e6);
     if (machine.nodes().back() > 0) {  // more than one domain
       std::printf("; scale-out %s of %g Gbit/s %g us",
                   s.nics == 0 ? "a NIC a GPU" : (std::to_string(s.nics) + " NICs a domain").c_str(),
                   s.scale_out_gbps, s.scale_out_us);
+      if (s.scale_out_efficiency < 1) std::printf(" at %g of it", s.scale_out_efficiency);
       if (s.tiers > 1) std::printf(", %d-port leaves, %g us a hop", s.leaf_ports, s.hop_us);
+      if (s.sharp_efficiency > 0)
+        std::printf(", the switch reducing at %g of it, %g us", s.sharp_efficiency, s.sharp_us);
     }
     std::printf(")");
   }

@@ -124,9 +124,35 @@ with tempfile.TemporaryDirectory() as scratch:
                      (["--fabric", "uniform", "--tiers", "2"], "--fabric uniform has none"),
                      (["--fabric", "nvl72", "--scale-out-gbps", "800"], "is one domain; ask for more with --nodes"),
                      (["--fabric", "hgx", "--nodes", "1", "--oversubscription", "2"], "is one domain"),
-                     (["--fabric", "hgx", "--nics", "9"], "must not exceed the GPUs of a domain (8)")):
+                     (["--fabric", "hgx", "--nics", "9"], "must not exceed the GPUs of a domain (8)"),
+                     (["--fabric", "ualink", "--switch-efficiency", "0.5"],
+                      "--switch-efficiency applies to --fabric hgx or nvl72, not ualink"),
+                     (["--fabric", "uniform", "--launch-us", "5"], "--launch-us applies to --fabric"),
+                     (["--scale-up-efficiency", "1.5"], "at most 1"),
+                     (["--scale-up-efficiency", "0"], "--scale-up-efficiency wants a finite number > 0"),
+                     (["--switch-efficiency", "0", "--switch-us", "3"], "the scale-up switch does not reduce"),
+                     (["--tiers", "2", "--sharp-efficiency", "0.9"], "is one tier (--tiers 1)"),
+                     (["--sharp-us", "2"], "give --sharp-efficiency"),
+                     (["--fabric", "hgx", "--nodes", "1", "--sharp-efficiency", "0.9"], "is one domain")):
         result = run(*bad)
         expect(result.returncode == 2 and why in result.stderr, f"refused: {' '.join(bad)}", result)
+
+    # The switch that reduces: in_switch runs where it does, and its figures come from the flags.
+    switched = os.path.join(scratch, "switched.json")
+    result = run("--fabric", "hgx", "--nodes", "1", "--collective", "allreduce", "-b", "1G", "-e", "1G",
+                 "--algorithm", "ring,in_switch,automatic", "--json", switched)
+    rows = {r["algorithm"]: r for r in json.load(open(switched))["rows"]} if result.returncode == 0 else {}
+    expect(set(rows) == {"ring", "in_switch", "automatic"} and rows["in_switch"]["busbw_gbs"] > rows["ring"]["busbw_gbs"]
+           and "the switch reducing at" in result.stdout and "automatic: in_switch" in result.stdout,
+           "hgx: in_switch faster than the ring at 1 GiB, and automatic's choice", result)
+    result = run("--fabric", "hgx", "--nodes", "1", "--switch-efficiency", "0", "--collective", "allreduce",
+                 "-b", "1M", "-e", "1M", "--algorithm", "in_switch")
+    expect(result.returncode == 1 and "one switch that reduces" in result.stdout,
+           "--switch-efficiency 0: in_switch fails, saying why", result)
+    result = run("--fabric", "hgx", "--nodes", "2", "--tiers", "1", "--sharp-efficiency", "0.9", "--sharp-us", "3",
+                 "--collective", "allreduce", "-b", "1M", "-e", "1M", "--algorithm", "in_switch")
+    expect(result.returncode == 0 and " in_switch " in result.stdout,
+           "--sharp-efficiency: in_switch across two nodes through the network's switch", result)
 
     # The rack's GPU count: 16 of an NVL72's 72.
     rack = os.path.join(scratch, "rack.json")

@@ -147,6 +147,28 @@ concept collective_transport = transport<T> &&
   { t.runs_collectives() } -> std::same_as<bool>;
 };
 
+// weft::in_switch_transport<T> — an optional refinement for transports whose ranks hang off a
+// switch that reduces (NVLink SHARP, InfiniBand SHARP; today the simulator's machines):
+//   1. t.post_in_switch(kind, members, in, out, combine, tag) posts this rank's part of an
+//      allreduce, reduce_scatter or allgatherv among the transport ranks `members` (in the
+//      group's rank order; this rank among them), and returns a request like send's. The switch
+//      runs it once every member has posted with the same tag: each member sends its input up
+//      once and receives its output once (combine is null for allgatherv, whose member i
+//      contributes in.size() bytes at their place in `out`, in member order);
+//   2. t.switch_reduces(members) says whether those ranks share such a switch (else
+//      post_in_switch throws errc::invalid_argument);
+//   3. t.in_switch_us(kind, members, bytes) is its time for `bytes` (the call's largest buffer),
+//      what weft::automatic costs it at.
+// weft::in_switch is the algorithm that uses it.
+template <class T>
+concept in_switch_transport = transport<T> &&
+    requires(T& t, collective kind, std::span<const int> members, std::span<const std::byte> in,
+             std::span<std::byte> out, const detail::reducer* combine, tag_t tag, double bytes) {
+  { t.post_in_switch(kind, members, in, out, combine, tag) } -> std::same_as<typename T::request>;
+  { t.switch_reduces(members) } -> std::same_as<bool>;
+  { t.in_switch_us(kind, members, bytes) } -> std::same_as<double>;
+};
+
 // A message that arrived at this rank and matched no posted receive yet.
 struct early_message {
   int peer = -1;

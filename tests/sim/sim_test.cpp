@@ -359,17 +359,20 @@ TEST_CASE("machines: NVL72 and UALink domains, their sizes and their ports", "[s
   constexpr std::size_t bytes = std::size_t{1} << 24;
   auto one = exchange(
       rack, bytes, [](int r) { return r == 0; }, [](int) { return 71; });
-  CHECK(std::abs(one.seconds - (bytes / 900e9 + 0.5e-6)) <= 1e-12);  // 900 GB/s each way
+  // 900 GB/s each way, messages at NVLink's efficiency and latency
+  CHECK(std::abs(one.seconds - (bytes / (900e9 * weft::sim::nvlink_efficiency) +
+                                weft::sim::nvlink_latency_us * 1e-6)) <= 1e-12);
   CHECK(one.scale_up_bytes == static_cast<double>(bytes));
   CHECK(one.scale_out_bytes == 0);
   double total = 0;  // the vendor's 130 TB/s counts both directions: 65 TB/s one way
   for (const auto& l : rack.links())
     total += l.tier == weft::sim::tier::scale_up && l.latency_s > 0 ? l.bytes_per_s : 0;
-  CHECK(std::abs(total - 72 * 900e9) < 1);
+  CHECK(std::abs(total - 72 * 900e9 * weft::sim::nvlink_efficiency) < 1);
 
   const auto pod = weft::sim::cluster(1, weft::sim::ualink_pod(1024, 4), {});
   CHECK(pod.ranks() == 1024);
-  CHECK(pod.links().front().bytes_per_s == 4 * 200e9 / 8);
+  CHECK(pod.links().front().bytes_per_s == Approx(4 * 200e9 / 8 * weft::sim::nvlink_efficiency));
+  CHECK(pod.switches().empty());  // UALink 1.0's switch does not reduce
   CHECK_THROWS_AS(weft::sim::ualink_pod(1025, 4), weft::error);
 }
 
@@ -568,7 +571,7 @@ TEST_CASE("automatic ranks with the simulated fabric's own rows", "[sim]") {
       weft::sim::world(weft::sim::cluster(2, weft::sim::hgx_h200(), weft::sim::ethernet(400)),
                        weft::sim::payload::phantom)
           .cost_constants();
-  CHECK(transport_rows.first.alpha_us == Approx(0.5));   // NVLink port
+  CHECK(transport_rows.first.alpha_us == Approx(weft::sim::nvlink_latency_us));  // NVLink port
   CHECK(transport_rows.second.alpha_us == Approx(2.0));  // NIC
   CHECK(transport_rows.second.beta_us_per_byte == Approx(1e6 / 50e9));
 }

@@ -332,8 +332,14 @@ struct hierarchical {
     const double chunk = static_cast<double>(comm.pipeline_bytes(kind));
     auto cost = [&](auto algorithm, collective phase, int ranks, double size,
                     const tuning::link_constants& tier) {
+      using Algorithm = decltype(algorithm);
       if (ranks <= 1) return 0.0;
-      return tuning::estimate_us(decltype(algorithm)::cost(phase, ranks, size, chunk), tier);
+      // A first tier that times itself on each host's ranks (weft::in_switch: the switch's own
+      // rate and latency, never where a host's ranks do not share one).
+      if constexpr (requires { Algorithm::host_us(comm, *layout, phase, size); }) {
+        if (&tier == &intra) return Algorithm::host_us(comm, *layout, phase, size);
+      }
+      return tuning::estimate_us(Algorithm::cost(phase, ranks, size, chunk), tier);
     };
     switch (kind) {
       case collective::allreduce:

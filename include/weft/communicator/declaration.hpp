@@ -35,6 +35,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -104,6 +105,8 @@ class communicator {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(ranks_.size()); }
   int transport_rank(int rank) const { return ranks_[static_cast<std::size_t>(rank)]; }
+  // Every rank's transport rank, in this communicator's rank order.
+  std::span<const int> transport_ranks() const { return ranks_; }
   std::uint32_t context() const { return context_; }
   const options& settings() const { return settings_; }
   void set_settings(const options& settings) { settings_ = settings; }
@@ -136,6 +139,12 @@ class communicator {
   // errc::invalid_argument, before anything is posted, on a group of it.
   pending post_collective(detail::const_bytes in, detail::bytes out,
                           const detail::reducer* combine) requires collective_transport<T>;
+
+  // Posts this rank's part of the current call to the switch the group's ranks hang off
+  // (in_switch_transport; weft::in_switch): allreduce, reduce_scatter or allgatherv of `in`
+  // into `out` among this communicator's ranks, `combine` null for allgatherv.
+  pending post_in_switch(detail::const_bytes in, detail::bytes out,
+                         const detail::reducer* combine) requires in_switch_transport<T>;
 
   // Blocks until `operation` completes; throws errc::timeout after settings().timeout.
   void wait(pending& operation);

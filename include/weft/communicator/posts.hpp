@@ -83,4 +83,22 @@ typename communicator<T>::pending communicator<T>::post_collective(
   return result;
 }
 
+template <transport T>
+typename communicator<T>::pending communicator<T>::post_in_switch(
+    detail::const_bytes in, detail::bytes out,
+    const detail::reducer* combine) requires in_switch_transport<T> {
+  note_call();
+  pending result;
+  result.peer_ = rank_;
+  result.is_send_ = true;
+  result.bytes_ = out.size();
+  // (without the digest, as post_collective: the switch meets every member's part under one
+  // tag and compares their sizes itself)
+  const tag_t tag = call_tag(0) & ~detail::tags::digest_bits;
+  result.request_.emplace(
+      transport_->post_in_switch(collective_, transport_ranks(), in, out, combine, tag));
+  bytes_sent_ += in.size();
+  return result;
+}
+
 }  // namespace weft

@@ -16,6 +16,7 @@
 #include "weft/algorithms/double_binary_tree.hpp"
 #include "weft/algorithms/fused.hpp"
 #include "weft/algorithms/hierarchical.hpp"
+#include "weft/algorithms/in_switch.hpp"
 #include "weft/algorithms/pairwise.hpp"
 #include "weft/algorithms/recursive_doubling.hpp"
 #include "weft/algorithms/recursive_halving.hpp"
@@ -37,8 +38,9 @@ namespace weft::detail {
 
 using builtin_algorithms =
     algorithm_list<ring, double_binary_tree, recursive_doubling, recursive_halving, binomial_tree,
-                   bruck, pairwise, dissemination, direct, fused, hierarchical<ring, ring>,
-                   hierarchical<binomial_tree, binomial_tree>>;
+                   bruck, pairwise, dissemination, direct, fused, in_switch,
+                   hierarchical<ring, ring>, hierarchical<binomial_tree, binomial_tree>,
+                   hierarchical<in_switch, ring>>;
 
 template <class T>
 constexpr std::string_view type_name() {

@@ -81,6 +81,10 @@ report run_with(Comm& comm, const Call& call) {
   const call_signature asked = call.signature(Algorithm::name);
   const auto scope = comm.begin(Call::kind, Algorithm::name, &asked);
   try {
+    // A transport that charges each call's start (the simulator's launch overhead of a GPU
+    // fabric) is told once per call made by the user, not per phase of an algorithm's groups.
+    if constexpr (requires { comm.underlying_transport().begin_call(Call::kind); })
+      comm.underlying_transport().begin_call(Call::kind);
     if (comm.settings().check) call.check(comm, Algorithm::name);
     call.template run<Algorithm>(comm);
     comm.end_call();

@@ -19,6 +19,7 @@
 #include "weft/communicator.hpp"
 #include "weft/communicator/rank_threads.hpp"
 #include "weft/options.hpp"
+#include "weft/transport/sim/endpoint.hpp"
 #include "weft/transport/sim/fabric.hpp"
 #include "weft/transport/sim/machines.hpp"
 #include "weft/transport/sim/phantom.hpp"
@@ -41,7 +42,7 @@ report run(const fabric& machine, Function&& fn, payload mode = payload::real,
       shared.size(), "weft::sim::run",
       [&](int rank) {
         shared.begin(rank);
-        transport endpoint = shared.endpoint(rank);
+        transport endpoint(&shared, rank);
         weft::detail::call_as_rank(fn, endpoint, settings);
       },
       [&](int rank, const std::string* failure) { shared.end(rank, failure); });

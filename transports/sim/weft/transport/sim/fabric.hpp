@@ -45,6 +45,18 @@ struct link {
   enum tier tier;
 };
 
+// A switch that reduces (NVLink SHARP, InfiniBand SHARP): the ranks whose ports hang off it,
+// and how it serves an in-switch operation (weft::in_switch). Each rank's port is the pair of
+// links (out, in) its in-switch traffic holds; an operation moves at `bytes_per_s` a port in each
+// direction and adds `latency_s` once (up, reduce, down).
+struct reducing_switch {
+  std::string name;
+  std::vector<int> ranks;                  // ascending
+  std::vector<std::pair<int, int>> ports;  // ranks[i]'s (out link, in link)
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
 class fabric {
  public:
   // route(a, b, out): appends the links a message from a to b crosses, in order.
@@ -92,6 +104,36 @@ class fabric {
   double memory_bytes_per_s() const { return memory_bytes_per_s_; }
   fabric& with_memory_bandwidth(double gbyte_per_s) {
     memory_bytes_per_s_ = gbyte_per_s * 1e9;
+    return *this;
+  }
+
+  // The switches that reduce (a rank may hang off several: its scale-up domain's, the network's).
+  const std::vector<reducing_switch>& switches() const { return switches_; }
+  fabric& with_reducing_switch(reducing_switch reducer) {
+    if (!(reducer.bytes_per_s > 0) || !(reducer.latency_s >= 0) ||
+        reducer.ports.size() != reducer.ranks.size() || reducer.ranks.empty() ||
+        !std::is_sorted(reducer.ranks.begin(), reducer.ranks.end())) {
+      throw error(errc::invalid_argument, "reducing switch " + reducer.name +
+                                              ": needs its ranks in ascending order, a port for "
+                                              "each, a positive rate and a latency not negative");
+    }
+    for (const int r : reducer.ranks) {
+      if (r < 0 || r >= ranks_) {
+        throw error(errc::invalid_argument, "reducing switch " + reducer.name + ": rank " +
+                                                std::to_string(r) + " is not on this fabric");
+      }
+    }
+    switches_.push_back(std::move(reducer));
+    return *this;
+  }
+
+  // What each call costs before its first byte moves, on every rank: a GPU collective's kernel
+  // launch and its setup (seconds; 0, the default, for a fabric of CPUs or the alpha-beta
+  // machine).
+  double launch_seconds() const { return launch_s_; }
+  fabric& with_launch_overhead(double us) {
+    if (!(us >= 0)) throw error(errc::invalid_argument, "a launch overhead must not be negative");
+    launch_s_ = us * 1e-6;
     return *this;
   }
 
@@ -167,6 +209,8 @@ class fabric {
   router route_;
   std::vector<int> node_of_;
   double memory_bytes_per_s_ = 0;
+  std::vector<reducing_switch> switches_;
+  double launch_s_ = 0;
 };
 
 }  // namespace weft::sim

@@ -33,31 +33,93 @@
 namespace weft::sim {
 
 // A scale-up domain: `gpus` ranks, each a port of `gbyte_per_s` in each direction (a vendor's
-// "GB/s a GPU" counts both directions together: halve it) into a switch that never blocks,
-// `latency_us` one way; `memory_gbyte_per_s` is each GPU's memory (reductions).
+// "GB/s a GPU" counts both directions together: halve it) into a switch that never blocks;
+// `memory_gbyte_per_s` is each GPU's memory (reductions). What software reaches of it:
+//   efficiency         the share of the line rate a collective's messages move at (protocol,
+//                      flow control and synchronization overhead);
+//   latency_us         one message's one-way latency, wire and protocol together;
+//   switch_efficiency  the share of the line rate an in-switch reduction moves at (NVLink
+//                      SHARP's multimem loads and stores); 0: the switch does not reduce;
+//   switch_latency_us  one in-switch operation's latency;
+//   launch_us          what each call costs before its first byte moves (a kernel launch and
+//                      the library's setup), on every rank.
+// docs/simulator.md has each figure's source and the measurements it is checked against.
 struct scale_up_domain {
   std::string name = "domain";
   int gpus = 8;
   double gbyte_per_s = 450;
   double latency_us = 0.5;
   double memory_gbyte_per_s = 4800;
+  double efficiency = 1;
+  double switch_efficiency = 0;
+  double switch_latency_us = 0;
+  double launch_us = 0;
 };
 
+// What NVIDIA's GPUs reach of NVLink through a collective library (NCCL's figures; each is
+// checked against the measurements in docs/simulator.md's validation table):
+//   ring messages at 0.82 of the line rate: an NCCL maintainer states "~20%" protocol overhead,
+//     370 of NVLink 4's 450 GB/s (NVIDIA/nccl-tests#212), the busbw of every ring from 2 to 8
+//     H100s (NVIDIA/nccl#1455);
+//   NVLink SHARP at 0.68 of it: 8 H100s reach an allreduce algbw of 273 GB/s (nccl#1455), each
+//     port moving (1 + 1/8) of the data each way;
+//   a call's launch, 6.0 us: the ring allreduce of 8 bytes on 2 and 8 A100s (nccl-tests#123: 10
+//     and 33.7 us, 2 and 14 messages) is 6.0 us plus 1.98 us a message;
+//   a message's latency on NVLink 4, 0.94 us: the ring allreduce of 128 bytes on 8 H100s through
+//     torch.distributed, 19.2 us (ByteDance-Seed/Triton-distributed#57), less the launch, over
+//     its 14 messages;
+//   an in-switch operation's latency, 18 us: 2 x 8 H20s' NVLink SHARP + tree allreduce of 4 B to
+//     1 KiB, 46-48 us (nccl#1244), less the launch and the two messages across the network.
+inline constexpr double nvlink_efficiency = 0.82;
+inline constexpr double nvlink_switch_efficiency = 0.68;
+inline constexpr double nvlink_latency_us = 0.94;
+inline constexpr double nvlink_switch_latency_us = 18;
+inline constexpr double gpu_launch_us = 6.0;
+
+// A domain of `gpus` NVIDIA GPUs on NVLink switches at `gbyte_per_s` each way, at the
+// efficiencies and latencies above; `reduces`: the switches reduce (NVLink SHARP, from NVLink 4).
+inline scale_up_domain nvlink_domain(std::string name, int gpus, double gbyte_per_s,
+                                     double memory_gbyte_per_s, bool reduces) {
+  return {std::move(name),
+          gpus,
+          gbyte_per_s,
+          nvlink_latency_us,
+          memory_gbyte_per_s,
+          nvlink_efficiency,
+          reduces ? nvlink_switch_efficiency : 0.0,
+          reduces ? nvlink_switch_latency_us : 0.0,
+          gpu_launch_us};
+}
+
 // An HGX H200 board: 8 GPUs, NVLink 4 (the vendor's "900 GB/s a GPU": 18 links of 25 GB/s in
-// each direction, both directions counted), so 450 GB/s each way; HBM3e 4.8 TB/s.
-inline scale_up_domain hgx_h200() { return {"hgx-h200", 8, 450, 0.5, 4800}; }
+// each direction, both directions counted), so 450 GB/s each way; NVLink SHARP in its four
+// NVSwitches; HBM3e 4.8 TB/s. The H100's board is the same NVLink (HBM3 3.35 TB/s), the H800's
+// has 8 links a GPU (200 GB/s each way).
+inline scale_up_domain hgx_h200() { return nvlink_domain("hgx-h200", 8, 450, 4800, true); }
+// A DGX A100: 8 GPUs, NVLink 3 (the vendor's "600 GB/s a GPU": 12 links of 25 GB/s each way),
+// so 300 GB/s each way; no in-switch reduction; HBM2e 2 TB/s; 1.98 us a message (the A100
+// measurement above).
+inline scale_up_domain dgx_a100() {
+  auto domain = nvlink_domain("dgx-a100", 8, 300, 2000, false);
+  domain.latency_us = 1.98;
+  return domain;
+}
 // An NVL72 rack: 72 GPUs through the NVLink switch, NVLink 5 (the vendor's "1.8 TB/s a GPU",
-// 130 TB/s a rack, both directions counted), so 900 GB/s each way; HBM3e 8 TB/s.
-inline scale_up_domain nvl72() { return {"nvl72", 72, 900, 0.5, 8000}; }
+// 130 TB/s a rack, both directions counted), so 900 GB/s each way, with NVLink SHARP; HBM3e
+// 8 TB/s. Its efficiencies and latencies are NVLink 4's: no measurement of NVLink 5 is in the
+// validation table.
+inline scale_up_domain nvl72() { return nvlink_domain("nvl72", 72, 900, 8000, true); }
 // A UALink pod of `accelerators` (up to 1024), each with `lanes` lanes of 200 Gbit/s in each
-// direction (the UALink 200G specification's lane rate, one way).
+// direction (the UALink 200G specification's lane rate, one way). No measurement of UALink is
+// published: its links run at NVLink's efficiency and latency, its accelerators launch as GPUs
+// do, and its switch does not reduce (the 1.0 specification has no in-switch collectives).
 inline scale_up_domain ualink_pod(int accelerators, int lanes) {
   if (accelerators < 1 || accelerators > 1024 || lanes < 1) {
     throw error(errc::invalid_argument,
                 "a UALink pod has 1 to 1024 accelerators and at least one lane each (was " +
                     std::to_string(accelerators) + " and " + std::to_string(lanes) + ")");
   }
-  return {"ualink", accelerators, lanes * 200.0 / 8, 0.5, 4800};
+  return nvlink_domain("ualink", accelerators, lanes * 200.0 / 8, 4800, false);
 }
 
 // The network between domains.
@@ -69,12 +131,23 @@ struct scale_out_network {
   double oversubscription = 1;  // NICs below a leaf over its uplinks
   int leaf_ports = 32;          // NICs below a leaf
   int pod_leaves = 16;          // leaves a pod (three tiers)
-  double nic_latency_us = 2;    // a NIC and its leaf, one way
+  double nic_latency_us = 2;    // a message through a NIC and its leaf, one way
   double hop_latency_us = 1;    // each link between switches
+  double efficiency = 1;        // the share of the NIC's line rate messages move at
+  // SHARP: a one-tier network's switch reduces (InfiniBand SHARP), at this share of the NIC's
+  // rate and this latency an operation; 0: it does not.
+  double switch_efficiency = 0;
+  double switch_latency_us = 0;
 
   scale_out_network& with_tiers(int t, double ratio = 1) {
     tiers = t;
     oversubscription = ratio;
+    return *this;
+  }
+  // The network's switch reduces (InfiniBand SHARP): one tier only.
+  scale_out_network& with_in_switch_reduction(double share_of_line_rate, double latency_us) {
+    switch_efficiency = share_of_line_rate;
+    switch_latency_us = latency_us;
     return *this;
   }
 };
@@ -106,16 +179,21 @@ inline fabric cluster(int domains, const scale_up_domain& up, const scale_out_ne
   const int nics = net.nics == 0 ? g : net.nics;
   if (domains < 1 || g < 1 || nics < 1 || nics > g || net.tiers < 1 || net.tiers > 3 ||
       !(net.oversubscription >= 1) || net.leaf_ports < 1 || net.pod_leaves < 1 ||
-      !(up.gbyte_per_s > 0) || !(net.nic_gbit_per_s > 0)) {
+      !(up.gbyte_per_s > 0) || !(net.nic_gbit_per_s > 0) || !(up.efficiency > 0) ||
+      !(up.efficiency <= 1) || !(net.efficiency > 0) || !(net.efficiency <= 1) ||
+      !(up.switch_efficiency >= 0) || !(up.switch_efficiency <= 1) ||
+      !(net.switch_efficiency >= 0) || !(net.switch_efficiency <= 1) ||
+      (net.switch_efficiency > 0 && net.tiers != 1)) {
     throw error(errc::invalid_argument,
                 "simulated cluster: needs domains >= 1, GPUs a domain >= 1, 1 <= NICs a domain <= "
                 "GPUs a domain, "
-                "1 to 3 tiers, oversubscription >= 1, leaf ports and pod leaves >= 1 and positive "
-                "bandwidths");
+                "1 to 3 tiers, oversubscription >= 1, leaf ports and pod leaves >= 1, positive "
+                "bandwidths, efficiencies in (0, 1], switch efficiencies in [0, 1] and a reducing "
+                "network of one tier");
   }
   const int ranks = domains * g;
-  const link_speed port{up.gbyte_per_s * 8, up.latency_us};
-  const double nic_bytes = net.nic_gbit_per_s * 1e9 / 8;
+  const link_speed port{up.gbyte_per_s * 8 * up.efficiency, up.latency_us};
+  const double nic_bytes = net.nic_gbit_per_s * 1e9 / 8 * net.efficiency;
   std::vector<link> links;
   for (int r = 0; r < ranks; ++r) {
     links.push_back({"rank " + std::to_string(r) + " scale-up out", port.bytes_per_s(),
@@ -212,6 +290,34 @@ inline fabric cluster(int domains, const scale_up_domain& up, const scale_out_ne
       },
       std::move(node_of));
   result.with_memory_bandwidth(up.memory_gbyte_per_s);
+  result.with_launch_overhead(up.launch_us);
+  if (up.switch_efficiency > 0) {  // each domain's NVLink switches reduce
+    for (int d = 0; d < domains; ++d) {
+      reducing_switch domain{up.name + " " + std::to_string(d) + " switch",
+                             {},
+                             {},
+                             up.gbyte_per_s * 1e9 * up.switch_efficiency,
+                             up.switch_latency_us * 1e-6};
+      for (int r = d * g; r < (d + 1) * g; ++r) {
+        domain.ranks.push_back(r);
+        domain.ports.emplace_back(2 * r, 2 * r + 1);
+      }
+      result.with_reducing_switch(std::move(domain));
+    }
+  }
+  if (net.switch_efficiency > 0 && domains > 1) {  // the network's one switch reduces
+    reducing_switch network{"network switch",
+                            {},
+                            {},
+                            net.nic_gbit_per_s * 1e9 / 8 * net.switch_efficiency,
+                            net.switch_latency_us * 1e-6};
+    for (int r = 0; r < ranks; ++r) {
+      const int nic = (r / g) * nics + (r % g) % nics;
+      network.ranks.push_back(r);
+      network.ports.emplace_back(first_nic + 2 * nic, first_nic + 2 * nic + 1);
+    }
+    result.with_reducing_switch(std::move(network));
+  }
   return result;
 }
 

@@ -1,5 +1,6 @@
-// weft/transport/sim/world.hpp — ranks in virtual time: the simulator's transport, its memory
-// space and the turn-taking that makes a run deterministic.
+// weft/transport/sim/world.hpp — ranks in virtual time: what the simulated ranks share (the
+// fabric's links, the messages and in-switch operations on them) and the turn-taking that makes
+// a run deterministic. Each rank's transport and memory space: weft/transport/sim/endpoint.hpp.
 //
 // Every rank is a thread running the caller's function over weft::communicator<sim::transport>,
 // the same algorithm code as on any transport, but only one rank runs at a time: the one whose
@@ -16,6 +17,12 @@
 // its own post and the arrival. When every rank waits and none can be woken the ranks deadlock
 // (mismatched calls): each then throws errc::transport naming what it waits for. A rank whose
 // function throws ends the run: the others' waits throw errc::peer_lost naming it.
+//
+// An in-switch operation (weft::in_switch, on a fabric whose switch reduces) starts once every
+// member has posted and every member's port is free, holds each port for what it carries
+// (weft/transport/sim/in_switch.hpp) at the switch's rate, and completes on every member the
+// switch's latency after the last port is done. A call's launch overhead (the fabric's) is
+// spent on each rank when the call begins.
 #pragma once
 
 #include "weft/detail/request_handle.hpp"
@@ -24,6 +31,7 @@
 #include "weft/memory.hpp"
 #include "weft/transport.hpp"
 #include "weft/transport/sim/fabric.hpp"
+#include "weft/transport/sim/in_switch.hpp"
 #include "weft/transport/sim/phantom.hpp"
 #include "weft/tuning/cost_model.hpp"
 
@@ -33,6 +41,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,69 +80,13 @@ struct operation {
   bool released = false;          // its request was dropped (a send that completed stays queued)
   std::vector<std::byte> staged;  // an unmatched send's bytes (real payload)
   std::optional<std::string> failure;  // the two sides' sizes differ
+  switch_meeting* meeting = nullptr;   // an in-switch part whose meeting is not complete
 };
 
 }  // namespace detail
 
-// One rank's memory space: host memory whose combines and copies also cost virtual time;
-// phantom buffers are skipped (weft/transport/sim/phantom.hpp).
-class memory {
- public:
-  memory(world* shared, int rank) : world_(shared), rank_(rank) {}
-
-  void copy(std::span<std::byte> dst, std::span<const std::byte> src) const;
-  template <class T, class Op>
-  void combine(std::span<T> dst, std::span<const T> a, std::span<const T> b, const Op& op) const;
-  template <class T, class Op>
-  void finalize(std::span<T> data, const Op& op, int ranks) const;
-  std::byte* allocate(std::size_t bytes) const;
-  void deallocate(std::byte* pointer, std::size_t bytes) const;
-
- private:
-  world* world_;
-  int rank_;
-};
-static_assert(memory_space<memory>);
-
-// One rank's endpoint (weft::transport). Used by that rank's thread only.
-class transport {
- public:
-  // Drops (cancels) its operation when destroyed (weft/detail/request_handle.hpp).
-  using request = weft::detail::request_handle<transport, detail::operation>;
-
-  transport(world* shared, int rank) : world_(shared), rank_(rank), memory_(shared, rank) {}
-
-  int rank() const { return rank_; }
-  int size() const;
-  sim::memory& memory() { return memory_; }
-  // The fabric's nodes, as hosts (weft::hierarchical's tiers, split_by_host).
-  const host_layout* hosts() const;
-
-  request send(int peer, std::span<const std::byte> data, tag_t tag);
-  request recv(int peer, std::span<std::byte> data, tag_t tag);
-  // Waits in virtual time: never blocks past the deadline's meaning (there is no wall-clock
-  // deadline in a simulation); throws when the ranks deadlock or another rank failed.
-  bool wait(request& operation, deadline_clock::time_point);
-  bool test(request& operation);
-
-  // This rank's virtual clock, in seconds since the run began.
-  double now() const;
-  // Spends `seconds` of this rank's virtual time computing (a layer's GEMMs, say): what a
-  // training step does between its collectives.
-  void compute(double seconds);
-  // weft::automatic's rows for this machine, node-local and network: a route's latency (alpha),
-  // its slowest link (beta), the memory a combine's traffic is timed at (gamma).
-  std::pair<tuning::link_constants, tuning::link_constants> cost_constants() const;
-
- private:
-  friend request;
-  void cancel(detail::operation* op);
-
-  world* world_;
-  int rank_;
-  sim::memory memory_;
-};
-static_assert(weft::transport<transport>);
+class memory;
+class transport;
 
 // What a run measured.
 struct report {
@@ -191,7 +144,6 @@ class world {
   }
   const host_layout& hosts() const { return hosts_; }
   payload mode() const { return mode_; }
-  transport endpoint(int rank) { return transport(this, rank); }
 
   // The rank's thread calls begin() before its function and end() after (or on failure); in
   // between it runs only in its turns.
@@ -430,6 +382,16 @@ class world {
   // receive; any other unmatched side is withdrawn.
   void release(detail::operation* op) {
     std::lock_guard lock(mutex_);
+    if (detail::switch_meeting* meeting = op->meeting) {  // an in-switch part, withdrawn
+      for (auto& part : meeting->parts) {
+        if (part.op == op) {
+          part = {};
+          --meeting->arrived;
+        }
+      }
+      delete op;
+      return;
+    }
     if (op->queued && op->is_send && op->done_at <= at(op->owner).now) {
       op->released = true;
       return;
@@ -439,6 +401,109 @@ class world {
       queue.erase(std::find(queue.begin(), queue.end(), op));
     }
     delete op;
+  }
+
+  // --- in-switch operations ----------------------------------------------------------------
+
+  // The first switch that reduces and that every member hangs off, or null.
+  const reducing_switch* switch_of(std::span<const int> members) const {
+    for (const auto& hub : fabric_.switches()) {
+      bool all = !members.empty();
+      for (const int r : members)
+        all = all && std::binary_search(hub.ranks.begin(), hub.ranks.end(), r);
+      if (all) return &hub;
+    }
+    return nullptr;
+  }
+
+  // An in-switch operation's time (seconds) on `hub` for a call whose largest buffer is `bytes`.
+  static double switch_seconds(const reducing_switch& hub, collective kind, int members,
+                               double bytes) {
+    const auto [up, down] = detail::switch_traffic(kind, members, bytes, bytes / members);
+    return std::max(up, down) / hub.bytes_per_s + hub.latency_s;
+  }
+
+  // A member's part: once every member has posted under the tag, the switch starts when every
+  // member has posted and its ports are free, holds each port for the larger of what it carries
+  // up and down, and every part completes when the last port is done and the latency has passed.
+  // Returns the part, and when it was the last, the finished meeting (its result not yet
+  // written: the caller writes it, outside the lock).
+  std::pair<detail::operation*, std::optional<detail::switch_meeting>> post_in_switch(
+      int rank, collective kind, std::span<const int> members, std::span<const std::byte> in,
+      std::span<std::byte> out, const weft::detail::reducer* combine, tag_t tag) {
+    std::unique_lock lock(mutex_);
+    const reducing_switch* hub = switch_of(members);  // refused on every rank, whatever the others
+    const auto position = std::find(members.begin(), members.end(), rank) - members.begin();
+    if (hub == nullptr || position == std::ssize(members)) {
+      throw error(errc::invalid_argument,
+                  "rank " + std::to_string(rank) + ": weft::in_switch needs ranks that hang off " +
+                      "one switch that reduces, and the " + std::to_string(members.size()) +
+                      " ranks of this call on " + fabric_.name() +
+                      " do not (weft/transport/sim/machines.hpp: switch_efficiency); nothing "
+                      "was sent");
+    }
+    if (stopped_ || failed_) throw stopped_error(rank);
+    const int k = static_cast<int>(members.size());
+    auto key = std::make_pair(tag, std::vector<int>(members.begin(), members.end()));
+    detail::switch_meeting& meeting = meetings_[key];
+    if (meeting.parts.empty()) {
+      meeting.kind = kind;
+      meeting.parts.resize(members.size());
+    }
+    auto owned = std::make_unique<detail::operation>();
+    detail::operation* op = owned.get();
+    op->owner = op->source = op->destination = rank;
+    op->tag = tag;
+    op->is_send = true;
+    op->size = out.size();
+    op->posted_at = at(rank).now;
+    op->meeting = &meeting;
+    meeting.parts[static_cast<std::size_t>(position)] = {op, in, out, combine};
+    if (++meeting.arrived < k) return {owned.release(), std::nullopt};
+
+    auto finish = [&](double at_time) {
+      for (auto& part : meeting.parts) {
+        part.op->meeting = nullptr;
+        complete(*part.op, at_time);
+      }
+    };
+    if (auto why = detail::switch_mismatch(meeting, members)) {
+      for (auto& part : meeting.parts) part.op->failure = *why;
+      finish(at(rank).now);
+      meetings_.erase(key);
+      throw error(errc::mismatch, *why);
+    }
+    const double bytes = detail::largest_buffer(kind, meeting.parts.front());
+    double start = 0;
+    for (std::size_t i = 0; i < meeting.parts.size(); ++i) {
+      const auto [out_link, in_link] = port_of(*hub, members[i]);
+      start = std::max(
+          {start, meeting.parts[i].op->posted_at, link_free_[out_link], link_free_[in_link]});
+    }
+    double longest = 0;
+    for (std::size_t i = 0; i < meeting.parts.size(); ++i) {
+      const auto [out_link, in_link] = port_of(*hub, members[i]);
+      const auto [up, down] =
+          detail::switch_traffic(kind, k, bytes, static_cast<double>(meeting.parts[i].in.size()));
+      const double hold = std::max(up, down) / hub->bytes_per_s;
+      link_free_[out_link] = link_free_[in_link] = start + hold;
+      link_bytes_[out_link] += up;
+      link_bytes_[in_link] += down;
+      (fabric_.links()[out_link].tier == tier::scale_out ? scale_out_bytes_ : scale_up_bytes_) +=
+          up;
+      longest = std::max(longest, hold);
+      ++messages_;
+    }
+    finish(start + longest + hub->latency_s);
+    std::optional<detail::switch_meeting> done(std::move(meeting));
+    meetings_.erase(key);
+    return {owned.release(), std::move(done)};
+  }
+
+  static std::pair<std::size_t, std::size_t> port_of(const reducing_switch& hub, int rank) {
+    const auto i = std::lower_bound(hub.ranks.begin(), hub.ranks.end(), rank) - hub.ranks.begin();
+    const auto& [out_link, in_link] = hub.ports[static_cast<std::size_t>(i)];
+    return {static_cast<std::size_t>(out_link), static_cast<std::size_t>(in_link)};
   }
 
   // --- compute -----------------------------------------------------------------------------
@@ -493,64 +558,7 @@ class world {
   std::vector<double> traffic_;
   std::size_t messages_ = 0;
   std::vector<int> route_;  // scratch
+  std::map<std::pair<tag_t, std::vector<int>>, detail::switch_meeting> meetings_;
 };
-
-// --- transport and memory, out of line (they need world) ---------------------------------------
-
-inline int transport::size() const { return world_->size(); }
-inline const host_layout* transport::hosts() const { return &world_->hosts(); }
-inline double transport::now() const { return world_->now(rank_); }
-inline void transport::compute(double seconds) { world_->advance(rank_, seconds); }
-inline std::pair<tuning::link_constants, tuning::link_constants> transport::cost_constants() const {
-  return world_->cost_constants();
-}
-
-inline transport::request transport::send(int peer, std::span<const std::byte> data, tag_t tag) {
-  weft::detail::check_peer(rank_, size(), peer, "send to");
-  return request(world_->post(rank_, true, peer, data.data(), nullptr, data.size(), tag), this);
-}
-inline transport::request transport::recv(int peer, std::span<std::byte> data, tag_t tag) {
-  weft::detail::check_peer(rank_, size(), peer, "receive from");
-  return request(world_->post(rank_, false, peer, nullptr, data.data(), data.size(), tag), this);
-}
-inline bool transport::wait(request& operation, deadline_clock::time_point) {
-  return world_->wait(rank_, operation.operation());
-}
-inline bool transport::test(request& operation) {
-  return world_->test(rank_, operation.operation());
-}
-inline void transport::cancel(detail::operation* op) { world_->release(op); }
-
-inline void memory::copy(std::span<std::byte> dst, std::span<const std::byte> src) const {
-  if (src.empty() || dst.data() == src.data()) return;
-  if (!world_->skip_bytes(dst.data(), src.data())) std::memcpy(dst.data(), src.data(), src.size());
-  world_->advance(rank_, world_->memory_seconds(2.0 * static_cast<double>(src.size())));
-}
-
-template <class T, class Op>
-void memory::combine(std::span<T> dst, std::span<const T> a, std::span<const T> b,
-                     const Op& op) const {
-  if (dst.empty()) return;
-  if (!world_->skip_bytes(dst.data(), a.data(), b.data())) host_memory{}.combine(dst, a, b, op);
-  world_->advance(rank_, world_->memory_seconds(3.0 * static_cast<double>(dst.size_bytes())));
-}
-
-template <class T, class Op>
-void memory::finalize(std::span<T> data, const Op& op, int ranks) const {
-  if (data.empty()) return;
-  if (!world_->skip_bytes(data.data())) host_memory{}.finalize(data, op, ranks);
-  if constexpr (has_finalize_v<Op, T>)
-    world_->advance(rank_, world_->memory_seconds(2.0 * static_cast<double>(data.size_bytes())));
-}
-
-inline std::byte* memory::allocate(std::size_t bytes) const {
-  if (world_->mode() == payload::phantom) return detail::phantom_ranges::get().reserve(bytes);
-  return host_memory{}.allocate(bytes);
-}
-inline void memory::deallocate(std::byte* pointer, std::size_t bytes) const {
-  if (world_->mode() == payload::phantom)
-    return detail::phantom_ranges::get().release(pointer, bytes);
-  host_memory{}.deallocate(pointer, bytes);
-}
 
 }  // namespace weft::sim
