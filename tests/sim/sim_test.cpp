@@ -572,6 +572,6 @@ TEST_CASE("automatic ranks with the simulated fabric's own rows", "[sim]") {
                        weft::sim::payload::phantom)
           .cost_constants();
   CHECK(transport_rows.first.alpha_us == Approx(weft::sim::nvlink_latency_us));  // NVLink port
-  CHECK(transport_rows.second.alpha_us == Approx(2.0));  // NIC
+  CHECK(transport_rows.second.alpha_us == Approx(2.0));                          // NIC
   CHECK(transport_rows.second.beta_us_per_byte == Approx(1e6 / 50e9));
 }

@@ -9,12 +9,11 @@
 // half (n up, n/k down), an allgather the second (a member's block up, the whole output down).
 #pragma once
 
+#include "weft/call.hpp"
 #include "weft/detail/bytes.hpp"
 #include "weft/error.hpp"
 #include "weft/transport/sim/phantom.hpp"
-#include "weft/types.hpp"
 
-#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <optional>
