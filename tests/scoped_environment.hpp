@@ -80,6 +80,8 @@ class clean_environment : public scoped_environment {
                                     "OMPI_MCA_ess_base_jobid",
                                     "SLURM_JOB_ID",
                                     "SLURM_STEP_ID",
+                                    "SLURM_STEP_NODELIST",
+                                    "SLURM_JOB_NODELIST",
                                     "TORCHELASTIC_RUN_ID"}) {}
 };
 

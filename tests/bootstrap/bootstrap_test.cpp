@@ -265,6 +265,74 @@ TEST_CASE("bootstrap reads every launcher's variables", "[bootstrap]") {
   CHECK(weft::bootstrap::split_address("[::1]:80").first == "::1");
 }
 
+TEST_CASE("Slurm without WEFT_STORE: rank 0 serves on the step's first node, a port from the ids",
+          "[bootstrap]") {
+  using weft::bootstrap::detail::first_host;
+  CHECK(first_host("node07") == "node07");
+  CHECK(first_host("node[07-12,20],gpu3") == "node07");
+  CHECK(first_host("gpu3,node[07-12]") == "gpu3");
+  CHECK(first_host("node[3,1-2]") == "node3");
+  CHECK(first_host("rack[1-2]-n[003-004]") == "rack1-n003");
+  CHECK(first_host("n[1-4]-ib,login") == "n1-ib");
+  CHECK(first_host("node[").empty());
+  CHECK(first_host("node[a-b]").empty());
+  {
+    environment set({{"SLURM_PROCID", "1"},
+                     {"SLURM_NTASKS", "4"},
+                     {"SLURM_JOB_ID", "4242"},
+                     {"SLURM_STEP_ID", "3"},
+                     {"SLURM_STEP_NODELIST", "cn[017-018]"},
+                     {"SLURM_JOB_NODELIST", "cn[001-018]"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK(launch.store == "cn017:" + std::to_string(10000 + (4242 * 64 + 3) % 20000));
+    CHECK(launch.store_derived);
+    CHECK(launch.store_source.find("SLURM_STEP_NODELIST") != std::string::npos);
+  }
+  {  // a batch script's srun-less step: the job's nodes; no step id: step 0
+    environment set({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_JOB_ID", "7"},
+                     {"SLURM_JOB_NODELIST", "a1"}});
+    CHECK(weft::bootstrap::from_environment().store == "a1:10448");
+  }
+  {  // WEFT_STORE and WEFT_STORE_PATH win; one rank meets nobody
+    environment set({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_JOB_ID", "7"},
+                     {"SLURM_STEP_NODELIST", "a1"},
+                     {"WEFT_STORE", "b2:5000"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.store == "b2:5000" && !launch.store_derived));
+  }
+  {
+    environment set({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_JOB_ID", "7"},
+                     {"SLURM_STEP_NODELIST", "a1"},
+                     {"WEFT_STORE_PATH", "/shared/meet"}});
+    CHECK(weft::bootstrap::from_environment().store.empty());
+  }
+  {  // without the node list or the job id there is still nothing to derive
+    environment set({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "7"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
+  }
+  {
+    environment set({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_JOB_ID", "7"},
+                     {"SLURM_STEP_NODELIST", "bad[list"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(),
+                      Catch::Contains("SLURM_STEP_NODELIST='bad[list'"));
+  }
+  {  // another launcher's ranks never take Slurm's node list
+    environment set({{"OMPI_COMM_WORLD_RANK", "0"},
+                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                     {"SLURM_JOB_ID", "7"},
+                     {"SLURM_STEP_NODELIST", "a1"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
+  }
+}
+
 TEST_CASE("the job's identity: WEFT_JOB, else the launcher's", "[bootstrap]") {
   const auto job_of = [](std::initializer_list<std::pair<const char*, const char*>> values) {
     environment set(values);

@@ -528,8 +528,38 @@ def two_jobs_one_store(ranks_program):
         port = free_port()
 
 
+def slurm_derived_store(ranks_program):
+    """Slurm's variables and no WEFT_* at all (srun without PMIx): rank 0 serves the store on the
+    step's first node at 10000 + (job * 64 + step) mod 20000, says so once, and the ranks meet."""
+    for candidate in range(10000 + random.randrange(0, 19000, 64), 30000, 64):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+        port = candidate
+        break
+    job, step = (port - 10000) // 64 + 20000 * random.randrange(1, 50), (port - 10000) % 64
+    def environment(rank):
+        env = {name: value for name, value in os.environ.items() if not name.startswith("WEFT_")}
+        env.update({"SLURM_PROCID": str(rank), "SLURM_NTASKS": "2", "SLURM_LOCALID": str(rank),
+                    "SLURM_JOB_ID": str(job), "SLURM_STEP_ID": str(step), "SLURM_STEP_NODELIST": "localhost",
+                    "SLURM_JOB_NODELIST": "localhost", "WEFT_TIMEOUT_MS": "20000"})
+        return env
+    processes = {rank: subprocess.Popen([ranks_program, "slice"], env=environment(rank), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True) for rank in range(2)}
+    results = collect(processes, timeout=60)
+    said = "Slurm gives no rendezvous; rank 0 serves the store on localhost:%d" % port
+    check(all(code == 0 and "slice ok on 2 ranks (Slurm)" in output for code, output in results.values()),
+          "Slurm without WEFT_STORE: the ranks meet at the step's first node, port %d" % port,
+          results[0][1] + results[1][1])
+    check(results[0][1].count(said) == 1 and said not in results[1][1],
+          "Slurm without WEFT_STORE: rank 0 says where it serves, once", results[0][1])
+
+
 def scenario_failures(ranks_program, weft_run):
     two_jobs_one_store(ranks_program)
+    slurm_derived_store(ranks_program)
     file_store_run(ranks_program)
     # 4 ranks started by hand, the communicator's timeout at its default (5 minutes), rank 2
     # killed mid-allreduce, mid-alltoall and mid-broadcast: every survivor fails naming rank 2

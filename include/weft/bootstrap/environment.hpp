@@ -8,8 +8,15 @@
 //                                                              WEFT_STORE_PATH (a directory)
 //   Open MPI mpirun   OMPI_COMM_WORLD_RANK / _SIZE             WEFT_STORE (pass it with -x)
 //   MPICH (Hydra)     PMI_RANK / PMI_SIZE                      WEFT_STORE (pass it with -env)
-//   Slurm srun        SLURM_PROCID / SLURM_NTASKS              WEFT_STORE (exported)
+//   Slurm srun        SLURM_PROCID / SLURM_NTASKS              WEFT_STORE (exported), else the
+//                                                              first host of SLURM_STEP_NODELIST
+//                                                              and a port from the job's ids
 //   torchrun          RANK / WORLD_SIZE                        MASTER_ADDR:MASTER_PORT
+//
+// Under Slurm without WEFT_STORE, rank 0 (which Slurm places on the step's first node) serves
+// the store on that node, at port 10000 + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) mod 20000: below
+// Linux's ephemeral ports, distinct for the steps of a job and for jobs that share a node unless
+// their ids collide modulo 20000 (then set WEFT_STORE). Rank 0 says so once on stderr.
 //
 // weft's own variables win over a launcher's. WEFT_STORE_PATH names a directory on a shared
 // filesystem to meet through: a program without a network store meets there, and where only it
@@ -30,6 +37,7 @@
 #include "weft/error.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -45,9 +53,12 @@ struct launch {
   std::string
       launcher;       // which variables were read: "weft", "Open MPI", "MPICH", "Slurm", "torchrun"
   std::string store;  // host:port of the network store rank 0 serves (rendezvous.hpp)
-  std::string store_path;    // directory of a file store on a shared filesystem
-  std::string secret;        // the per-job secret, empty when none was given
-  std::string bind_address;  // where this rank listens; empty: chosen from the store's route
+  std::string
+      store_source;  // where `store` came from: "WEFT_STORE", "MASTER_ADDR:MASTER_PORT", ...
+  bool store_derived = false;  // chosen by weft from the launcher's variables (Slurm), not given
+  std::string store_path;      // directory of a file store on a shared filesystem
+  std::string secret;          // the per-job secret, empty when none was given
+  std::string bind_address;    // where this rank listens; empty: chosen from the store's route
   std::string job;  // the job's identity, empty when neither WEFT_JOB nor the launcher gives one
   std::string job_source;  // the variables it was read from, e.g. "SLURM_JOB_ID.SLURM_STEP_ID"
 };
@@ -136,6 +147,56 @@ inline void read_job(launch& out) {
   }
 }
 
+// The first host of a Slurm hostlist ("node[07-12,20],gpu3" -> "node07"; "rack[1-2]-n[3-4]" ->
+// "rack1-n3"), zero padding kept; empty when the list is malformed.
+inline std::string first_host(std::string_view list) {
+  std::string host;
+  std::size_t i = 0;
+  while (i < list.size() && list[i] != ',') {
+    if (list[i] != '[') {
+      host += list[i++];
+      continue;
+    }
+    const auto close = list.find(']', i);
+    if (close == std::string_view::npos) return {};
+    const std::string_view inside = list.substr(i + 1, close - i - 1);
+    const std::string_view first = inside.substr(0, inside.find_first_of(",-"));
+    if (first.empty() || first.find_first_not_of("0123456789") != std::string_view::npos) return {};
+    host += first;
+    i = close + 1;
+  }
+  return host;
+}
+
+// Under Slurm without a rendezvous given: rank 0 serves the store on the step's first node.
+inline bool read_slurm_meeting(launch& out) {
+  const char* nodes = variable("SLURM_STEP_NODELIST");
+  const char* nodes_name = "SLURM_STEP_NODELIST";
+  if (nodes == nullptr) {
+    nodes = variable("SLURM_JOB_NODELIST");
+    nodes_name = "SLURM_JOB_NODELIST";
+  }
+  const char* job = variable("SLURM_JOB_ID");
+  if (nodes == nullptr || job == nullptr) return false;
+  const std::string host = first_host(nodes);
+  if (host.empty())
+    weft::detail::env::refuse(nodes_name, nodes, "a Slurm hostlist such as node[01-04],gpu7");
+  const auto job_id = weft::detail::env::parse_count(job, ~std::uint64_t{0} >> 8);
+  if (!job_id) weft::detail::env::refuse("SLURM_JOB_ID", job, "a job id");
+  std::uint64_t step = 0;  // the batch and interactive steps' ids are large: any number serves
+  if (const char* text = variable("SLURM_STEP_ID")) {
+    const auto value = weft::detail::env::parse_count(text, ~std::uint64_t{0} >> 8);
+    if (!value) weft::detail::env::refuse("SLURM_STEP_ID", text, "a step id");
+    step = *value;
+  }
+  const auto port = 10000 + (*job_id * 64 + step) % 20000;
+  out.store = host + ":" + std::to_string(port);
+  out.store_source = std::string("the first host of ") + nodes_name +
+                     ", port 10000 + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) mod 20000";
+  out.store_derived = true;
+  return true;
+}
+
 }  // namespace detail
 
 // True when a launcher put a rank in the environment (whether or not the rest is complete):
@@ -167,10 +228,15 @@ inline launch from_environment() {
   if (const char* path = detail::variable("WEFT_STORE_PATH")) out.store_path = path;
   if (const char* store = detail::variable("WEFT_STORE")) {
     out.store = store;
+    out.store_source = "WEFT_STORE";
   } else if (const char* host = detail::variable("MASTER_ADDR"); host && out.store_path.empty()) {
     // torchrun's address, unless WEFT_STORE_PATH alone names the meeting
     const char* port = detail::variable("MASTER_PORT");
     out.store = std::string(host) + ":" + (port ? port : "29500");
+    out.store_source = "MASTER_ADDR:MASTER_PORT";
+  } else if (out.launcher == "Slurm" && out.store_path.empty() && out.size > 1 &&
+             detail::read_slurm_meeting(out)) {
+    // the step's first node, where Slurm places rank 0
   } else if (out.store_path.empty() && out.size > 1) {
     throw error(errc::invalid_argument,
                 "rank " + std::to_string(out.rank) + " (" + out.launcher +

@@ -23,6 +23,7 @@
 #include "weft/bootstrap/store.hpp"
 #include "weft/error.hpp"
 
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -59,6 +60,12 @@ class rendezvous {
     if (where.size == 1) return;  // one rank meets nobody
     const store_opener open = network_store_opener();
     if (!where.store.empty() && open != nullptr) {
+      if (where.store_derived && where.rank == 0) {  // said once, by the rank that serves it
+        std::fprintf(stderr,
+                     "weft: %s gives no rendezvous; rank 0 serves the store on %s (%s); set "
+                     "WEFT_STORE=host:port to choose another\n",
+                     where.launcher.c_str(), where.store.c_str(), where.store_source.c_str());
+      }
       opened_store opened = open(where, presented_secret(where), deadline);
       service_ = std::move(opened.service);
       store_ = std::move(opened.connection);

@@ -40,6 +40,8 @@ std::string describe_job(const launch& where, const store* meeting, const Transp
   }
   text +=
       "; meeting: " + (meeting != nullptr ? meeting->describe() : std::string("none (one rank)"));
+  if (meeting != nullptr && !where.store_source.empty() && where.store_source != "WEFT_STORE")
+    text += " (from " + where.store_source + ")";
   return text;
 }
 
