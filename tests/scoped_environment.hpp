@@ -82,6 +82,7 @@ class clean_environment : public scoped_environment {
                                     "SLURM_STEP_ID",
                                     "SLURM_STEP_NODELIST",
                                     "SLURM_JOB_NODELIST",
+                                    "SLURM_STEP_NUM_NODES",
                                     "TORCHELASTIC_RUN_ID"}) {}
 };
 

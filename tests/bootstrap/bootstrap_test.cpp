@@ -287,13 +287,25 @@ TEST_CASE("Slurm without WEFT_STORE: rank 0 serves on the step's first node, a p
     CHECK(launch.store == "cn017:" + std::to_string(10000 + (4242 * 64 + 3) % 20000));
     CHECK(launch.store_derived);
     CHECK(launch.store_source.find("SLURM_STEP_NODELIST") != std::string::npos);
+    CHECK(launch.store_path.empty());  // two nodes: no directory both see
   }
   {  // a batch script's srun-less step: the job's nodes; no step id: step 0
     environment set({{"SLURM_PROCID", "0"},
                      {"SLURM_NTASKS", "2"},
                      {"SLURM_JOB_ID", "7"},
                      {"SLURM_JOB_NODELIST", "a1"}});
-    CHECK(weft::bootstrap::from_environment().store == "a1:10448");
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK(launch.store == "a1:10448");
+    CHECK((launch.store_path == "/dev/shm" || launch.store_path == "/tmp"));  // one node
+  }
+  {  // a step on two nodes meets at the store only
+    environment set({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_JOB_ID", "7"},
+                     {"SLURM_STEP_NUM_NODES", "2"},
+                     {"SLURM_STEP_NODELIST", "a[1-2]"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.store == "a1:10448" && launch.store_path.empty()));
   }
   {  // WEFT_STORE and WEFT_STORE_PATH win; one rank meets nobody
     environment set({{"SLURM_PROCID", "0"},

@@ -16,7 +16,9 @@
 // Under Slurm without WEFT_STORE, rank 0 (which Slurm places on the step's first node) serves
 // the store on that node, at port 10000 + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) mod 20000: below
 // Linux's ephemeral ports, distinct for the steps of a job and for jobs that share a node unless
-// their ids collide modulo 20000 (then set WEFT_STORE). Rank 0 says so once on stderr.
+// their ids collide modulo 20000 (then set WEFT_STORE). A step on one node also meets, where
+// the program has no TCP store, in /dev/shm/job-<job>.<step> (the file store's directory for the
+// job, removed by its last rank). Rank 0 says so once on stderr.
 //
 // weft's own variables win over a launcher's. WEFT_STORE_PATH names a directory on a shared
 // filesystem to meet through: a program without a network store meets there, and where only it
@@ -39,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -194,6 +197,14 @@ inline bool read_slurm_meeting(launch& out) {
   out.store_source = std::string("the first host of ") + nodes_name +
                      ", port 10000 + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) mod 20000";
   out.store_derived = true;
+  // A step on one node can also meet in a directory of that node (a program without the TCP
+  // store, over shm say, has no other way).
+  const char* count = variable("SLURM_STEP_NUM_NODES");
+  const bool one_node = count != nullptr
+                            ? std::string_view(count) == "1"
+                            : std::string_view(nodes).find_first_of(",[") == std::string_view::npos;
+  if (one_node)  // the file store meets in job-<SLURM_JOB_ID.SLURM_STEP_ID> there
+    out.store_path = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp";
   return true;
 }
 

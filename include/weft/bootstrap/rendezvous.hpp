@@ -59,13 +59,20 @@ class rendezvous {
       : launch_(where), secret_(where.secret) {
     if (where.size == 1) return;  // one rank meets nobody
     const store_opener open = network_store_opener();
-    if (!where.store.empty() && open != nullptr) {
-      if (where.store_derived && where.rank == 0) {  // said once, by the rank that serves it
+    if (where.store_derived && where.rank == 0) {  // said once, by rank 0
+      if (!where.store.empty() && open != nullptr) {
         std::fprintf(stderr,
                      "weft: %s gives no rendezvous; rank 0 serves the store on %s (%s); set "
                      "WEFT_STORE=host:port to choose another\n",
                      where.launcher.c_str(), where.store.c_str(), where.store_source.c_str());
+      } else if (!where.store_path.empty()) {
+        std::fprintf(stderr,
+                     "weft: %s gives no rendezvous; the ranks of this one-node step meet in %s; "
+                     "set WEFT_STORE_PATH=<directory> to choose another\n",
+                     where.launcher.c_str(), job_directory(where).c_str());
       }
+    }
+    if (!where.store.empty() && open != nullptr) {
       opened_store opened = open(where, presented_secret(where), deadline);
       service_ = std::move(opened.service);
       store_ = std::move(opened.connection);
