@@ -38,8 +38,7 @@ std::string describe_job(const launch& where, const store* meeting, const Transp
   } else if constexpr (requires { Transport::tuning_key; }) {
     text += std::string(Transport::tuning_key);
   }
-  const std::string met =
-      meeting != nullptr ? meeting->describe() : std::string("none (one rank)");
+  const std::string met = meeting != nullptr ? meeting->describe() : std::string("none (one rank)");
   text += "; meeting: " + met;
   // Where the network store's address came from, when weft or torchrun chose it (not a file store)
   if (!where.store.empty() && !where.store_source.empty() && where.store_source != "WEFT_STORE" &&
