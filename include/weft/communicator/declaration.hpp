@@ -395,6 +395,9 @@ class communicator {
   void learn_hosts();
 
   pending post_send(int peer, detail::const_bytes data, tag_t tag);
+  // This rank's part of a whole collective the transport runs: post(tag) posts it.
+  template <class Post>
+  pending post_part(detail::const_bytes in, detail::bytes out, Post&& post);
   pending post_recv(int peer, detail::bytes data, tag_t tag);
 
   // A transport that reports what its streams wait for (a stream-ordered one) is told which call

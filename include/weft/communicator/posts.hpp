@@ -70,6 +70,24 @@ typename communicator<T>::pending communicator<T>::post_collective(
                     " runs the collective on the transport's whole world, and this "
                     "communicator is a group of it; nothing was sent");
   }
+  return post_part(in, out, [&](tag_t tag) {
+    return transport_->post_collective(collective_, in, out, combine, tag);
+  });
+}
+
+template <transport T>
+typename communicator<T>::pending communicator<T>::post_in_switch(
+    detail::const_bytes in, detail::bytes out,
+    const detail::reducer* combine) requires in_switch_transport<T> {
+  return post_part(in, out, [&](tag_t tag) {
+    return transport_->post_in_switch(collective_, transport_ranks(), in, out, combine, tag);
+  });
+}
+
+template <transport T>
+template <class Post>
+typename communicator<T>::pending communicator<T>::post_part(detail::const_bytes in,
+                                                             detail::bytes out, Post&& post) {
   note_call();
   pending result;
   result.peer_ = rank_;
@@ -77,26 +95,7 @@ typename communicator<T>::pending communicator<T>::post_collective(
   result.bytes_ = out.size();
   // (without the digest: the transport meets every rank's part under one tag and compares
   // their sizes itself, naming both)
-  const tag_t tag = call_tag(0) & ~detail::tags::digest_bits;
-  result.request_.emplace(transport_->post_collective(collective_, in, out, combine, tag));
-  bytes_sent_ += in.size();
-  return result;
-}
-
-template <transport T>
-typename communicator<T>::pending communicator<T>::post_in_switch(
-    detail::const_bytes in, detail::bytes out,
-    const detail::reducer* combine) requires in_switch_transport<T> {
-  note_call();
-  pending result;
-  result.peer_ = rank_;
-  result.is_send_ = true;
-  result.bytes_ = out.size();
-  // (without the digest, as post_collective: the switch meets every member's part under one
-  // tag and compares their sizes itself)
-  const tag_t tag = call_tag(0) & ~detail::tags::digest_bits;
-  result.request_.emplace(
-      transport_->post_in_switch(collective_, transport_ranks(), in, out, combine, tag));
+  result.request_.emplace(post(call_tag(0) & ~detail::tags::digest_bits));
   bytes_sent_ += in.size();
   return result;
 }

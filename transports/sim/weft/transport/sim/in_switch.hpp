@@ -71,12 +71,14 @@ inline std::optional<std::string> switch_mismatch(const switch_meeting& m,
   for (std::size_t i = 0; i < k; ++i) {
     const auto& part = m.parts[i];
     gathered += part.in.size();
-    bool agrees = part.in.size() == first.in.size() && part.out.size() == first.out.size();
-    if (m.kind == collective::allreduce) agrees = agrees && part.out.size() == part.in.size();
-    if (m.kind == collective::reduce_scatter)
-      agrees = agrees && part.in.size() == part.out.size() * k;
-    if (m.kind == collective::allgather || m.kind == collective::allgatherv)
-      agrees = part.out.size() == first.out.size();
+    // Every member's output is the same size; an allgather's blocks may differ, the reductions'
+    // inputs may not, and each input relates to its output as the collective says.
+    const bool gathers = m.kind == collective::allgather || m.kind == collective::allgatherv;
+    const bool agrees =
+        part.out.size() == first.out.size() &&
+        (gathers ||
+         (part.in.size() == first.in.size() &&
+          part.in.size() == part.out.size() * (m.kind == collective::reduce_scatter ? k : 1)));
     if (!agrees) {
       return "in-switch " + std::string(to_string(m.kind)) + ": rank " +
              std::to_string(members[i]) + " gives " + std::to_string(part.in.size()) +
