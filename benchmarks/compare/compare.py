@@ -77,7 +77,8 @@ class Systems:
         self.mpi_bench = os.path.join(build, "benchmarks", "compare", "mpi-bench")
         self.gloo_bench = os.path.join(build, "benchmarks", "compare", "gloo-bench")
         self.weft_run = [sys.executable, os.path.join(ROOT, "tools", "weft-run")]
-        self.mpirun = shutil.which("mpirun")
+        # Open MPI's by its alternative's own name: MPICH's mpirun may be installed beside it
+        self.mpirun = shutil.which("mpirun.openmpi") or shutil.which("mpirun")
         self.missing = {}
         if not os.path.exists(self.weft_bench):
             sys.exit(f"compare.py: {self.weft_bench} is not built (meson setup {args.build} && ninja -C {args.build})")

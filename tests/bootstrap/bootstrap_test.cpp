@@ -5,6 +5,7 @@
 #include <weft/bootstrap/environment.hpp>
 #include <weft/bootstrap/failure_watch.hpp>
 #include <weft/bootstrap/file_store.hpp>
+#include <weft/bootstrap/pmi_meeting.hpp>
 #include <weft/bootstrap/rendezvous.hpp>
 #include <weft/bootstrap/secret.hpp>
 #include <weft/bootstrap/tcp_meeting.hpp>
@@ -16,15 +17,20 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -743,4 +749,228 @@ TEST_CASE("a store that breaks is rank 0 lost, named as the watching transport n
     CHECK(watch.lost() == -1);
     CHECK(watch.active());
   }
+}
+
+TEST_CASE("a launcher's own key-value service is the rendezvous where none is given",
+          "[bootstrap]") {
+  {  // mpirun with nothing set: PMIx
+    environment set({{"OMPI_COMM_WORLD_RANK", "1"},
+                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                     {"PMIX_NAMESPACE", "prterun-vm-123@1"},
+                     {"PMIX_RANK", "1"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.service == "PMIx" && launch.store.empty() && launch.store_path.empty()));
+  }
+  {  // srun --mpi=pmix: PMIx first, the derived address kept for a program without a client
+    environment set({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_JOB_ID", "7"},
+                     {"SLURM_STEP_NODELIST", "a[1-2]"},
+                     {"SLURM_STEP_NUM_NODES", "2"},
+                     {"PMIX_NAMESPACE", "slurm.pmix.7.0"},
+                     {"PMIX_RANK", "0"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.service == "PMIx" && launch.store == "a1:10448" && launch.store_derived));
+  }
+  {  // MPICH's mpiexec: PMI-1 on PMI_FD
+    environment set(
+        {{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"PMI_FD", "6"}, {"MPI_LOCALNRANKS", "4"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.launcher == "MPICH" && launch.service == "PMI" && launch.local_size == 4));
+  }
+  {  // srun --mpi=pmi2 sets PMI_RANK as well as SLURM_PROCID: Slurm's, with its PMI-1
+    environment set({{"PMI_RANK", "1"},
+                     {"PMI_SIZE", "2"},
+                     {"PMI_FD", "5"},
+                     {"SLURM_PROCID", "1"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_LOCALID", "1"},
+                     {"SLURM_JOB_ID", "9"},
+                     {"SLURM_STEP_ID", "0"},
+                     {"SLURM_STEP_NODELIST", "a1"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.launcher == "Slurm" && launch.service == "PMI" && launch.job == "9.0" &&
+           launch.local_rank == 1));
+  }
+  {  // a given rendezvous wins
+    environment set({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"PMI_FD", "6"}, {"WEFT_STORE", "h:1"}});
+    const auto launch = weft::bootstrap::from_environment();
+    CHECK((launch.service.empty() && launch.store == "h:1"));
+  }
+  {  // a service whose rank is not ours (another job's variables) is not used
+    environment set({{"OMPI_COMM_WORLD_RANK", "1"},
+                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                     {"PMIX_NAMESPACE", "x"},
+                     {"PMIX_RANK", "0"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
+  }
+  {  // weft-run's and torchrun's ranks never take a launcher's service
+    environment set({{"WEFT_RANK", "0"}, {"WEFT_SIZE", "2"}, {"PMI_FD", "6"}, {"PMI_RANK", "0"}});
+    CHECK_THROWS_WITH(weft::bootstrap::from_environment(), Catch::Contains("no rendezvous"));
+  }
+  {  // a program without the client says what to build with
+    weft::bootstrap::launch where;
+    where.rank = 0;
+    where.size = 2;
+    where.launcher = "Open MPI";
+    where.service = "nothing-here";
+    CHECK_THROWS_WITH(
+        weft::bootstrap::rendezvous(where, weft::deadline_clock::now() + 1s),
+        Catch::Contains("the launcher serves nothing-here") && Catch::Contains("WEFT_STORE"));
+  }
+}
+
+namespace {
+
+// Hydra's side of PMI-1 for two ranks, one socket each: init, get_my_kvsname, get_maxes, put,
+// barrier_in (answered once both entered), get, finalize.
+class fake_hydra {
+ public:
+  explicit fake_hydra(std::vector<int> sockets) : sockets_(std::move(sockets)) {
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~fake_hydra() {
+    stop_ = true;
+    thread_.join();
+    for (const int fd : sockets_) ::close(fd);
+  }
+  std::vector<std::string> heard() {
+    std::lock_guard<std::mutex> hold(mutex_);
+    return heard_;
+  }
+
+ private:
+  static void say(int fd, const std::string& line) {
+    const std::string out = line + "\n";
+    (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+  }
+  void answer(int fd, const std::string& line) {
+    {
+      std::lock_guard<std::mutex> hold(mutex_);
+      heard_.push_back(line);
+    }
+    using weft::bootstrap::pmi_detail::client;
+    const std::string cmd = client::field(line, "cmd");
+    if (cmd == "init") {
+      say(fd, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
+    } else if (cmd == "get_my_kvsname") {
+      say(fd, "cmd=my_kvsname kvsname=kvs_test_0");
+    } else if (cmd == "get_maxes") {
+      say(fd, "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024");
+    } else if (cmd == "put") {
+      values_[client::field(line, "key")] = client::field(line, "value");
+      say(fd, "cmd=put_result rc=0 msg=success");
+    } else if (cmd == "barrier_in") {
+      waiting_.push_back(fd);
+      if (waiting_.size() == sockets_.size()) {
+        for (const int each : waiting_) say(each, "cmd=barrier_out");
+        waiting_.clear();
+      }
+    } else if (cmd == "get") {
+      const auto found = values_.find(client::field(line, "key"));
+      say(fd, found == values_.end() ? "cmd=get_result rc=-1 msg=key_not_found"
+                                     : "cmd=get_result rc=0 msg=success value=" + found->second);
+    } else if (cmd == "finalize") {
+      say(fd, "cmd=finalize_ack");
+    }
+  }
+  void serve() {
+    std::map<int, std::string> partial;
+    while (!stop_) {
+      std::vector<pollfd> watched;
+      for (const int fd : sockets_) watched.push_back({fd, POLLIN, 0});
+      if (::poll(watched.data(), watched.size(), 50) <= 0) continue;
+      for (const auto& each : watched) {
+        if ((each.revents & POLLIN) == 0) continue;
+        char c = 0;
+        if (::read(each.fd, &c, 1) != 1) continue;
+        if (c != '\n') {
+          partial[each.fd] += c;
+          continue;
+        }
+        answer(each.fd, std::exchange(partial[each.fd], {}));
+      }
+    }
+  }
+  std::vector<int> sockets_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mutex_;
+  std::vector<std::string> heard_;
+  std::map<std::string, std::string> values_;
+  std::vector<int> waiting_;
+};
+
+weft::bootstrap::launch pmi_rank(int rank) {
+  weft::bootstrap::launch where;
+  where.rank = rank;
+  where.size = 2;
+  where.local_size = 2;
+  where.launcher = "MPICH";
+  where.service = "PMI";
+  where.bind_address = "127.0.0.1";
+  return where;
+}
+
+}  // namespace
+
+TEST_CASE("PMI-1: rank 0 hands its store's address and the secret out through the launcher",
+          "[bootstrap][store]") {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer stops a child that starts threads after a fork from a process that has run
+  // threads (the TCP store's): this case runs in the other builds.
+  WARN("skipped under ThreadSanitizer: the forked rank 1 would start threads");
+  return;
+#endif
+  int zero_pair[2];
+  int one_pair[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, zero_pair) == 0);
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, one_pair) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {  // rank 1: meets, says its secret, reads rank 0's key
+    ::close(zero_pair[0]);
+    ::close(zero_pair[1]);
+    ::close(one_pair[0]);
+    ::setenv("PMI_FD", std::to_string(one_pair[1]).c_str(), 1);
+    int code = 1;
+    try {
+      weft::bootstrap::rendezvous one(pmi_rank(1), weft::deadline_clock::now() + 20s);
+      one.get()->set("secret of rank 1", one.secret());
+      const auto said = one.get()->get("from rank 0", weft::deadline_clock::now() + 20s);
+      one.get()->set("done", "1");
+      code = said == std::optional<std::string>("hello") ? 0 : 2;
+    } catch (const std::exception& failure) {
+      std::fprintf(stderr, "rank 1: %s\n", failure.what());
+    }
+    ::_exit(code);
+  }
+  ::close(one_pair[1]);
+  fake_hydra hydra({zero_pair[0], one_pair[0]});
+  const std::string zero_fd = std::to_string(zero_pair[1]);
+  environment set({{"PMI_FD", zero_fd.c_str()}});
+  {
+    weft::bootstrap::rendezvous zero(pmi_rank(0), weft::deadline_clock::now() + 20s);
+    CHECK_THAT(zero.get()->describe(), Catch::StartsWith("tcp store at 127.0.0.1:"));
+    CHECK_THAT(zero.launched().store_source, Catch::Contains("handed out through PMI"));
+    zero.get()->set("from rank 0", "hello");
+    CHECK(zero.get()->get("secret of rank 1", weft::deadline_clock::now() + 20s) ==
+          std::optional<std::string>(zero.secret()));
+    CHECK(zero.get()->get("done", weft::deadline_clock::now() + 20s).has_value());
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  const auto heard = hydra.heard();
+  CHECK(std::count_if(heard.begin(), heard.end(), [](const std::string& line) {
+          return line.rfind("cmd=init pmi_version=1 pmi_subversion=1", 0) == 0;
+        }) == 2);
+  CHECK(std::count(heard.begin(), heard.end(), std::string("cmd=barrier_in")) == 2);
+  // What rank 0 put is hex, so no space or newline breaks the protocol's fields.
+  const auto put = std::find_if(heard.begin(), heard.end(), [](const std::string& line) {
+    return line.rfind("cmd=put ", 0) == 0;
+  });
+  REQUIRE(put != heard.end());
+  const std::string value = weft::bootstrap::pmi_detail::client::field(*put, "value");
+  CHECK((!value.empty() && value.find_first_not_of("0123456789abcdef") == std::string::npos));
+  CHECK_THAT(weft::bootstrap::pmi_detail::from_hex(value), Catch::StartsWith("tcp\n127.0.0.1:"));
 }

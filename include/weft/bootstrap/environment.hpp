@@ -6,17 +6,26 @@
 //   launcher          rank / size                              rendezvous
 //   weft-run, weft    WEFT_RANK / WEFT_SIZE                    WEFT_STORE (host:port) and
 //                                                              WEFT_STORE_PATH (a directory)
-//   Open MPI mpirun   OMPI_COMM_WORLD_RANK / _SIZE             WEFT_STORE (pass it with -x)
-//   MPICH (Hydra)     PMI_RANK / PMI_SIZE                      WEFT_STORE (pass it with -env)
-//   Slurm srun        SLURM_PROCID / SLURM_NTASKS              WEFT_STORE (exported), else the
-//                                                              first host of SLURM_STEP_NODELIST
-//                                                              and a port from the job's ids
+//   Open MPI mpirun   OMPI_COMM_WORLD_RANK / _SIZE             WEFT_STORE (pass it with -x), else
+//                                                              PMIx (PMIX_NAMESPACE, PMIX_RANK)
+//   MPICH (Hydra)     PMI_RANK / PMI_SIZE                      WEFT_STORE (pass it with -genv),
+//                                                              else PMI-1 (PMI_FD)
+//   Slurm srun        SLURM_PROCID / SLURM_NTASKS              WEFT_STORE (exported), else PMIx
+//                                                              (srun --mpi=pmix), else the first
+//                                                              host of SLURM_STEP_NODELIST and a
+//                                                              port from the job's ids
 //   torchrun          RANK / WORLD_SIZE                        MASTER_ADDR:MASTER_PORT
 //
-// Under Slurm without WEFT_STORE, rank 0 (which Slurm places on the step's first node) serves
-// the store on that node, at port 10000 + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) mod 20000: below
-// Linux's ephemeral ports, distinct for the steps of a job and for jobs that share a node unless
-// their ids collide modulo 20000 (then set WEFT_STORE). A step on one node also meets, where
+// Where the launcher serves PMIx (PMIX_NAMESPACE and PMIX_RANK set: Open MPI's mpirun, srun
+// --mpi=pmix) or PMI-1 (PMI_FD: MPICH's mpiexec, srun --mpi=pmi2) and no rendezvous is given,
+// rank 0 serves the store on a port it chooses and hands its address and the job's secret to
+// every rank through it (weft/bootstrap/pmix_meeting.hpp in programs built with PMIx;
+// weft/bootstrap/pmi_meeting.hpp in every program).
+//
+// Under Slurm without WEFT_STORE or PMIx, rank 0 (which Slurm places on the step's first node)
+// serves the store on that node, at port 10000 + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) mod 20000:
+// below Linux's ephemeral ports, distinct for the steps of a job and for jobs that share a node
+// unless their ids collide modulo 20000 (then set WEFT_STORE). A step on one node also meets, where
 // the program has no TCP store, in /dev/shm/job-<job>.<step> (the file store's directory for the
 // job, removed by its last rank). Rank 0 says so once on stderr.
 //
@@ -42,6 +51,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -59,9 +69,14 @@ struct launch {
   std::string
       store_source;  // where `store` came from: "WEFT_STORE", "MASTER_ADDR:MASTER_PORT", ...
   bool store_derived = false;  // chosen by weft from the launcher's variables (Slurm), not given
-  std::string store_path;      // directory of a file store on a shared filesystem
-  std::string secret;          // the per-job secret, empty when none was given
-  std::string bind_address;    // where this rank listens; empty: chosen from the store's route
+  // The launcher's key-value service rank 0 hands the store's address out through, where no
+  // rendezvous is given: "PMIx" (PMIX_NAMESPACE and PMIX_RANK set), "PMI" (PMI-1: PMI_FD and
+  // PMI_RANK set), else empty. Where the program has no PMIx client, `store` (derived from
+  // Slurm's variables) is the way left.
+  std::string service;
+  std::string store_path;    // directory of a file store on a shared filesystem
+  std::string secret;        // the per-job secret, empty when none was given
+  std::string bind_address;  // where this rank listens; empty: chosen from the store's route
   std::string job;  // the job's identity, empty when neither WEFT_JOB nor the launcher gives one
   std::string job_source;  // the variables it was read from, e.g. "SLURM_JOB_ID.SLURM_STEP_ID"
 };
@@ -208,6 +223,24 @@ inline bool read_slurm_meeting(launch& out) {
   return true;
 }
 
+// Where the launcher serves PMIx (PMIX_NAMESPACE, and PMIX_RANK equal to the rank read: Open MPI's
+// mpirun, srun --mpi=pmix) or PMI-1 (PMI_FD, and PMI_RANK equal to it: MPICH's mpiexec, srun
+// --mpi=pmi2) to this rank: the rendezvous may go through it.
+inline bool read_service(launch& out) {
+  const auto same_rank = [&](const char* name) {
+    const char* text = variable(name);
+    const auto value = text ? weft::detail::env::parse_count(text, 1 << 24) : std::nullopt;
+    return value && static_cast<int>(*value) == out.rank;  // else another job's service
+  };
+  if (out.launcher == "weft" || out.launcher == "torchrun") return false;
+  if (out.launcher != "MPICH" && variable("PMIX_NAMESPACE") != nullptr && same_rank("PMIX_RANK")) {
+    out.service = "PMIx";
+  } else if (out.launcher != "Open MPI" && variable("PMI_FD") != nullptr && same_rank("PMI_RANK")) {
+    out.service = "PMI";
+  }
+  return !out.service.empty();
+}
+
 }  // namespace detail
 
 // True when a launcher put a rank in the environment (whether or not the rest is complete):
@@ -225,6 +258,14 @@ inline launch from_environment() {
   bool found = false;
   for (const auto& names : detail::launchers) {
     if ((found = detail::read_launcher(out, names))) break;
+  }
+  if (found &&
+      out.launcher == "MPICH") {  // srun --mpi=pmi2 sets PMI_RANK too: Slurm's, if they agree
+    static_assert(std::string_view(detail::launchers[3].name) == "Slurm");
+    launch slurm;
+    if (detail::read_launcher(slurm, detail::launchers[3]) && slurm.rank == out.rank &&
+        slurm.size == out.size)
+      out = slurm;
   }
   if (!found) {
     throw error(errc::invalid_argument,
@@ -245,6 +286,10 @@ inline launch from_environment() {
     const char* port = detail::variable("MASTER_PORT");
     out.store = std::string(host) + ":" + (port ? port : "29500");
     out.store_source = "MASTER_ADDR:MASTER_PORT";
+  } else if (out.store_path.empty() && out.size > 1 && detail::read_service(out)) {
+    // the launcher's PMIx or PMI hands rank 0's address out; under Slurm, the derived address
+    // too, for a program without a PMIx client
+    if (out.launcher == "Slurm") detail::read_slurm_meeting(out);
   } else if (out.launcher == "Slurm" && out.store_path.empty() && out.size > 1 &&
              detail::read_slurm_meeting(out)) {
     // the step's first node, where Slurm places rank 0

@@ -53,18 +53,24 @@ inline std::string presented_secret(const launch& where) {
   return presented;
 }
 
-// The job's secret, which every connection between its ranks presents: rank 0 draws one (128
-// random bits, in hex) and sets it under "weft/secret"; the others read it, waiting until
-// `deadline`, then throw errc::timeout.
+// A fresh secret: 128 random bits, in hex.
+inline std::string drawn_secret() {
+  std::random_device entropy;
+  std::string secret;
+  for (int i = 0; i < 4; ++i) {
+    char piece[9];
+    std::snprintf(piece, sizeof piece, "%08x", entropy());
+    secret += piece;
+  }
+  return secret;
+}
+
+// The job's secret, which every connection between its ranks presents: rank 0 draws one and
+// sets it under "weft/secret"; the others read it, waiting until `deadline`, then throw
+// errc::timeout.
 inline std::string shared_secret(store& meeting, int rank, deadline_clock::time_point deadline) {
   if (rank == 0) {
-    std::random_device entropy;
-    std::string secret;
-    for (int i = 0; i < 4; ++i) {
-      char piece[9];
-      std::snprintf(piece, sizeof piece, "%08x", entropy());
-      secret += piece;
-    }
+    const std::string secret = drawn_secret();
     meeting.set("weft/secret", secret);
     return secret;
   }

@@ -27,6 +27,12 @@
 #include <string>
 #include <string_view>
 
+// Set by Meson's dependency('weft-bootstrap-pmix'), which dependency('weft-shm') brings where
+// found.
+#if defined(WEFT_HAVE_PMIX)
+#include "weft/bootstrap/pmix_meeting.hpp"
+#endif
+
 namespace weft::shm {
 
 // The transport: a movable handle on the engine that owns the region; rank, size, send, recv,

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "weft/bootstrap/store.hpp"
+#include "weft/detail/hex.hpp"
 #include "weft/error.hpp"
 #include "weft/transport/ofi/engine.hpp"
 #include "weft/transport/ofi/peer_watch.hpp"
@@ -48,22 +49,8 @@ inline constexpr tag_t farewell_tag = 0xffffffff7fffffffu;  // no communicator m
 inline constexpr std::chrono::milliseconds farewell_wait{2000};
 
 // An endpoint name as text for the store, and back.
-inline std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : bytes) {
-    out += digits[static_cast<unsigned char>(c) >> 4];
-    out += digits[static_cast<unsigned char>(c) & 15];
-  }
-  return out;
-}
-inline std::string from_hex(std::string_view text) {
-  auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::string out(text.size() / 2, '\0');
-  for (std::size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<char>(value(text[2 * i]) * 16 + value(text[2 * i + 1]));
-  return out;
-}
+using weft::detail::from_hex;
+using weft::detail::to_hex;
 
 // What a rank publishes in the store: "world size|provider|endpoint name in hex|process identity".
 struct published_address {

@@ -1,0 +1,96 @@
+"""weft under MPICH's mpiexec (Hydra), installed beside Open MPI: the alternatives' own names
+(mpiexec.mpich, mpiexec.hydra), never the shared "mpiexec".
+
+    python3 tests/mpich/mpiexec_test.py BUILD_DIR
+
+- the collective slice over tcp (tests' tcp_ranks) under mpiexec -n 2 and -n 4 with no WEFT_*
+  variable: rank 0 hands its store's address out through Hydra's PMI-1 (PMI_FD), and describe()
+  says so;
+- the same with WEFT_STORE and WEFT_SECRET passed by -genv;
+- the slice over shm (tests' shm_ranks) with nothing set;
+- examples/shm_allreduce (no TCP store) with nothing set: rank 0 names a file store directory in
+  /dev/shm through PMI, which is gone at the end.
+Skipped, saying why, where MPICH is not installed. Ends with "N passed, N failed"."""
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+
+SKIP = 77
+build = os.path.abspath(sys.argv[1])
+tcp_ranks = os.path.join(build, "tests", "tcp_ranks")
+shm_ranks = os.path.join(build, "tests", "shm_ranks")
+shm_example = os.path.join(build, "examples", "shm_allreduce")
+passed, failed = [], []
+
+
+def check(condition, what, detail=""):
+    (passed if condition else failed).append(what)
+    print(("ok   " if condition else "FAIL ") + what)
+    if not condition and detail:
+        print("     " + detail.strip().replace("\n", "\n     ")[-4000:])
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def main():
+    mpiexec = shutil.which("mpiexec.mpich") or shutil.which("mpiexec.hydra")
+    if mpiexec is None:
+        print("SKIP: MPICH's mpiexec is not installed (Debian: mpich)")
+        return SKIP
+    if not os.access(tcp_ranks, os.X_OK):
+        print("SKIP: %s is not built" % tcp_ranks)
+        return SKIP
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "PMI", "OMPI_", "SLURM_"))}
+    version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, env=env).stdout
+    print("%s: %s" % (mpiexec, " ".join(re.findall(r"Version:\s+(\S+)", version)[:1]) or "version unknown"))
+
+    def launch(ranks, *command, genv=()):
+        arguments = [mpiexec, "-n", str(ranks), "-genv", "WEFT_VERBOSE", "1", "-genv", "WEFT_TIMEOUT_MS", "60000"]
+        for name, value in genv:
+            arguments += ["-genv", name, value]
+        result = subprocess.run(arguments + list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, timeout=180, env=env)
+        return result.returncode, result.stdout
+
+    through_pmi = "(from rank 0's choice, handed out through PMI)"
+    for ranks in (2, 4):
+        code, text = launch(ranks, tcp_ranks, "slice")
+        check(code == 0 and text.count("slice ok on %d ranks (MPICH)" % ranks) == ranks and through_pmi in text,
+              "mpiexec -n %d tcp_ranks slice, nothing set: met through PMI, the slice on every rank" % ranks, text)
+
+    port = free_port()
+    code, text = launch(4, tcp_ranks, "slice",
+                        genv=(("WEFT_STORE", "127.0.0.1:%d" % port), ("WEFT_SECRET", secrets.token_hex(8))))
+    check(code == 0 and text.count("slice ok on 4 ranks (MPICH)") == 4 and "127.0.0.1:%d" % port in text
+          and through_pmi not in text,
+          "mpiexec -n 4 -genv WEFT_STORE: met at the given store, the slice on every rank", text)
+
+    if os.access(shm_ranks, os.X_OK):
+        code, text = launch(4, shm_ranks, "slice")
+        check(code == 0 and text.count("slice ok on 4 ranks (MPICH) over shared memory") == 4,
+              "mpiexec -n 4 shm_ranks slice, nothing set: the shm slice on every rank", text)
+    if os.access(shm_example, os.X_OK):
+        before = set(os.listdir("/dev/shm"))
+        code, text = launch(4, shm_example)
+        named = re.findall(r"meeting: file store in (/dev/shm/job-PMI-[0-9a-f]+)", text)
+        left = set(os.listdir("/dev/shm")) - before
+        check(code == 0 and len(named) >= 1 and len(set(named)) == 1 and not os.path.exists(named[0])
+              and not left,
+              "mpiexec -n 4 examples/shm_allreduce (no TCP store), nothing set: rank 0 names a directory in "
+              "/dev/shm through PMI, removed at the end", text + "\nleft in /dev/shm: %s" % sorted(left))
+    else:
+        print("(examples/shm_allreduce is not built: examples disabled)")
+    print("%d passed, %d failed" % (len(passed), len(failed)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
