@@ -7,9 +7,9 @@ Every include directory the compiler searches is replaced by a copy without `boo
 links to everything else), and the compiler is told to search only those. Then, with no Boost
 header reachable (checked first: a file including <boost/version.hpp> must fail):
   - every header of the core (the nonblocking engine, which needs Boost.Context, is a root of its
-    own), of the
-    shared-memory and stream-ordered transports, and of libfabric's where it is installed,
-    compiles alone;
+    own), of the shared-memory and stream-ordered transports, and of libfabric's where it is
+    installed, compiles, all in one translation unit (test headers_alone shows each complete
+    alone; here the point is that none reaches Boost, which any one would make the unit fail);
   - examples/shm_allreduce.cpp is built and runs as 3 processes under weft-run, meeting through
     the file store weft-run names.
 With nvcc, weft/transport/cuda/ipc.hpp's dependencies (nvcc -M) hold no Boost header.
@@ -89,14 +89,14 @@ def main():
             names += headers_under(os.path.join(source_root, "transports/ofi"))
         else:
             print("SKIP libfabric's headers: libfabric is not installed")
-        for name in names:
-            with open(source, "w") as out:
-                out.write('#include "%s"\n' % name)
-            result = subprocess.run(base + ["-fsyntax-only", source], capture_output=True, text=True)
-            if result.returncode != 0:
-                failed += 1
-                print("FAIL %s\n%s" % (name, result.stderr[-2000:]))
-        print("%d of %d headers compile without Boost" % (len(names) - failed, len(names)))
+        with open(source, "w") as out:
+            out.write("".join('#include "%s"\n' % name for name in names))
+        result = subprocess.run(base + ["-fsyntax-only", source], capture_output=True, text=True)
+        if result.returncode != 0:
+            failed += 1
+            print("FAIL the headers do not compile without Boost\n%s" % result.stderr[-4000:])
+        else:
+            print("PASS %d headers compile without Boost, in one translation unit" % len(names))
 
         program = os.path.join(work, "shm_allreduce")
         built = subprocess.run(base + ["-O1", "-o", program, os.path.join(source_root, "examples/shm_allreduce.cpp"),
