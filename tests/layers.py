@@ -40,7 +40,7 @@ FLOORS = [
                 "weft/hosts.hpp", "weft/tiered.hpp", "weft/recorder.hpp", "weft/tuning/"]),
     ("communicator", ["weft/communicator/", "weft/communicator.hpp"]),
     ("algorithms", ["weft/algorithms/"]),
-    ("dispatch", ["weft/dispatch/", "weft/collectives.hpp", "weft/weft.hpp"]),
+    ("dispatch", ["weft/dispatch/", "weft/collectives.hpp", "weft/recovery.hpp", "weft/weft.hpp"]),
     ("bootstrap", ["weft/bootstrap/"]),
 ]
 

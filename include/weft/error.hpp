@@ -14,6 +14,7 @@ enum class errc {
   timeout,           // a peer did not answer in time: it is slow, stuck or absent
   peer_lost,         // a peer failed or went away: rebuild the communicator without it
   transport,         // the transport itself failed
+  revoked,           // a rank revoked the communicator (after a failure): shrink it and go on
 };
 
 constexpr std::string_view to_string(errc code) noexcept {
@@ -28,6 +29,8 @@ constexpr std::string_view to_string(errc code) noexcept {
       return "peer_lost";
     case errc::transport:
       return "transport";
+    case errc::revoked:
+      return "revoked";
   }
   return "unknown";
 }
@@ -87,6 +90,16 @@ inline constexpr std::string_view thrown_end = " (that rank's own exception)";
 
 inline std::string_view quoted_thrown(std::string_view message) {
   return quoted_notice(message, thrown_notice, thrown_end);
+}
+
+// A job-wide notice that a rank revoked its communicator (communicator::revoke): it starts with
+// revoked_notice and ends with revoked_end. A rank that hears it fails with errc::revoked quoting
+// it, whether or not it noticed a failure itself.
+inline constexpr std::string_view revoked_notice = "communicator revoked by ";
+inline constexpr std::string_view revoked_end = " (revoked: shrink it to go on)";
+
+inline std::string_view quoted_revoked(std::string_view message) {
+  return quoted_notice(message, revoked_notice, revoked_end);
 }
 
 // A start-up notice that ranks were given different world sizes (a transport's meeting finds it):

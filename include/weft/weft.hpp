@@ -10,5 +10,6 @@
 #include "weft/memory.hpp"
 #include "weft/ops.hpp"
 #include "weft/options.hpp"
+#include "weft/recovery.hpp"
 #include "weft/transport.hpp"
 #include "weft/types.hpp"

@@ -145,6 +145,13 @@ class failure_watch {
     }
   }
 
+  // Tells the watches of the job under `prefix` that rank `lost` (as they number it) is lost and
+  // why, through `meeting` (a connection of the caller's): a watch that starts later hears it too.
+  // The first report of a job wins.
+  static void tell(store& meeting, const std::string& prefix, int lost, std::string_view why) {
+    meeting.claim(prefix + "/failed", notice(lost, std::string(why)));
+  }
+
   // This rank saw `lost` lost: every rank's watch hears it (the first report of a job wins).
   void report(int lost, std::string_view why) {
     if (!active() || stopping_ || heard_) return;  // the job has its notice already

@@ -142,7 +142,8 @@ class file_store final : public store {
         }
         return value;
       }
-      if (deadline_clock::now() >= deadline || interrupted_) return std::nullopt;
+      // (an interrupt ends this wait only: the next call waits again, as the TCP store's does)
+      if (interrupted_.exchange(false) || deadline_clock::now() >= deadline) return std::nullopt;
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }

@@ -32,6 +32,11 @@ class store {
   // The value of key, waiting for it to be set until `deadline`; nullopt when the deadline passed.
   virtual std::optional<std::string> get(std::string_view key,
                                          deadline_clock::time_point deadline) = 0;
+  // The value of key now, or nullopt when it is not set, without waiting. The stores that come with
+  // weft answer at once; this default is a get whose deadline has passed.
+  virtual std::optional<std::string> look(std::string_view key) {
+    return get(key, deadline_clock::now());
+  }
   // Sets key to value unless it is set already, and returns the value it holds afterwards (the
   // given one when this call set it). The stores that come with weft do this atomically; this
   // default, for stores that cannot, reads and then sets.

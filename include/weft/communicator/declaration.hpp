@@ -16,6 +16,7 @@
 
 #include "weft/call.hpp"
 #include "weft/communicator/in_flight.hpp"
+#include "weft/communicator/owner.hpp"
 #include "weft/communicator/recorder_dump.hpp"
 #include "weft/communicator/tags.hpp"
 #include "weft/detail/bytes.hpp"
@@ -347,6 +348,18 @@ class communicator {
     return child;
   }
 
+  // ---- recovery (weft/recovery.hpp) ---------------------------------------------------------
+
+  // Ends, on every rank, every call in progress or to come on this communicator and on every
+  // other one over its transport (split, dup, the calls in flight): they fail with errc::revoked,
+  // whether or not their rank noticed a failure. What is left of the job goes on by weft::shrink.
+  // Called by the thread that uses the communicator (after a call failed, or to give up on one).
+  void revoke();
+
+  // The session whose world this communicator is (it can shrink it); null for any other.
+  detail::world_owner<communicator>* owner() const { return owner_; }
+  void set_owner(detail::world_owner<communicator>* owner) { owner_ = owner; }
+
   // ---- hosts ---------------------------------------------------------------------------------
 
   // Which of this communicator's ranks share a host. Known from the transport where it knows
@@ -449,21 +462,7 @@ class communicator {
   }
 
   // Sends mine[j] to rank j and receives from rank i into all[i] (host memory, `each` bytes).
-  void exchange(detail::const_bytes mine, detail::bytes all, std::size_t each) {
-    const int p = size();
-    std::vector<pending> operations;
-    operations.reserve(2 * static_cast<std::size_t>(p));
-    next_step();
-    for (int i = 0; i < p; ++i) {
-      operations.push_back(
-          recv(i, all.subspan(static_cast<std::size_t>(i) * each, each), statement_channel));
-    }
-    for (int j = 0; j < p; ++j) {
-      operations.push_back(
-          send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), statement_channel));
-    }
-    for (auto& operation : operations) wait(operation);
-  }
+  void exchange(detail::const_bytes mine, detail::bytes all, std::size_t each);
 
   // A wait failed for want of `peer`: a transport that can tell every rank (abort) does, so the
   // others stop at once instead of at their own timeouts.
@@ -492,7 +491,9 @@ class communicator {
     if (broken_) {
       throw error(broken_code_, describe_rank() + " refuses " + std::string(what) +
                                     ": this communicator failed earlier (" + broken_message_ +
-                                    "); build a new communicator");
+                                    (broken_code_ == errc::revoked
+                                         ? "); weft::shrink makes one of the ranks still running"
+                                         : "); build a new communicator"));
     }
   }
 
@@ -557,6 +558,7 @@ class communicator {
     swap(digest_, other.digest_);
     swap(waiting_said_, other.waiting_said_);
     swap(peek_next_, other.peek_next_);
+    swap(owner_, other.owner_);
   }
 
   T* transport_ = nullptr;
@@ -589,6 +591,7 @@ class communicator {
   std::optional<std::uint32_t> user_context_;  // a lane's: its parent's, for user tags
   std::unique_ptr<detail::calls_in_flight> in_flight_;  // null until the first is issued
   detail::recorder_handle recorder_;  // made at the first call; a lane shares its parent's
+  detail::world_owner<communicator>* owner_ = nullptr;  // the session, on its world communicator
 };
 
 }  // namespace weft

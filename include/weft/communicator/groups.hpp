@@ -1,6 +1,7 @@
 // weft/communicator/groups.hpp — the communicator's derived groups: split, the host
 // layout and what is built on it (split_by_host, split_by_rail, the phase groups of hierarchical
-// algorithms). Members of weft::communicator (weft/communicator/declaration.hpp), defined here by
+// algorithms), and the exchange on the host that split, check mode and the layout use. Members of
+// weft::communicator (weft/communicator/declaration.hpp), defined here by
 // concern; included by weft/communicator.hpp.
 #pragma once
 
@@ -98,6 +99,23 @@ communicator<T> communicator<T>::derived_group(std::span<const int> members,
   }
   if (hosts_) child.hosts_ = std::make_shared<const host_layout>(hosts_->restrict_to(members));
   return child;
+}
+
+template <transport T>
+void communicator<T>::exchange(detail::const_bytes mine, detail::bytes all, std::size_t each) {
+  const int p = size();
+  std::vector<pending> operations;
+  operations.reserve(2 * static_cast<std::size_t>(p));
+  next_step();
+  for (int i = 0; i < p; ++i) {
+    operations.push_back(
+        recv(i, all.subspan(static_cast<std::size_t>(i) * each, each), statement_channel));
+  }
+  for (int j = 0; j < p; ++j) {
+    operations.push_back(
+        send(j, mine.subspan(static_cast<std::size_t>(j) * each, each), statement_channel));
+  }
+  for (auto& operation : operations) wait(operation);
 }
 
 template <transport T>

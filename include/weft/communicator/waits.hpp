@@ -118,6 +118,17 @@ void communicator<T>::end_by_own_exception(std::string_view what) {
 }
 
 template <transport T>
+void communicator<T>::revoke() {
+  if (broken_ && broken_code_ == errc::revoked) return;
+  const std::string notice =
+      std::string(detail::revoked_notice) + describe_rank() + std::string(detail::revoked_end);
+  tell_others_of(transport_rank(rank_), notice);
+  broken_ = true;
+  broken_code_ = errc::revoked;
+  broken_message_ = describe_rank() + " revoked it";
+}
+
+template <transport T>
 bool communicator<T>::wait_in_lane(typename communicator<T>::request_type& request,
                                    deadline_clock::time_point deadline) {
   for (bool advanced = true;; advanced = false) {
@@ -174,6 +185,11 @@ bool communicator<T>::ask_transport(pending& operation, Ask&& ask) {
                                            std::string(detail::mismatch_advice);
       tell_others_of(culprit, notice);
       fail(errc::mismatch, notice, failure.culprit());
+    }
+    // A rank revoked the communicator: revoked here too, whoever the transport blames.
+    if (const auto notice = detail::quoted_revoked(failure.what()); !notice.empty()) {
+      fail(errc::revoked,
+           describe_rank() + " heard: " + std::string(notice) + " (" + where() + ")");
     }
     // A rank whose call threw: its own exception, whatever the transport called it.
     if (const auto notice = detail::quoted_thrown(failure.what()); !notice.empty()) {

@@ -12,7 +12,8 @@
 //           op 1 set -> u8 1;  op 2 get -> u32 bytes | value, once the key is set;
 //           op 3 claim (set unless set) -> u32 bytes | the value the key holds afterwards;
 //           op 4 on close: when this connection ends, claim key with value -> u8 1;
-//           op 5 withdraw: cancel any connection's op 4 of this key and value -> u8 1
+//           op 5 withdraw: cancel any connection's op 4 of this key and value -> u8 1;
+//           op 6 look -> u32 bytes | value at once, or u32 0xFFFFFFFE (no value) when unset
 // When the server closes in order (the job ended on rank 0), every get still waiting is answered
 // u32 0xFFFFFFFF (no value follows) before the connection closes; a connection that ends without
 // it is a store that failed.
@@ -57,6 +58,18 @@ class tcp_store final : public store {
                                  deadline_clock::time_point deadline) override {
     check(key, 0);
     return value_reply(request(2, key, {}), deadline);
+  }
+
+  // Without waiting: a get whose deadline has passed would give up on its connection.
+  std::optional<std::string> look(std::string_view key) override {
+    check(key, 0);
+    auto held = value_reply(request(6, key, {}), deadline_clock::now() + answer_time);
+    if (!held) {
+      throw error(errc::timeout, "the tcp store at " + where_ + " did not answer a look at '" +
+                                     std::string(key) + "'");
+    }
+    if (absent_) return std::nullopt;
+    return held;
   }
 
   std::string claim(std::string_view key, std::string_view value) override {
@@ -202,6 +215,8 @@ class tcp_store final : public store {
     std::byte size_bytes[4];
     if (!exchange(out, {size_bytes, 4}, deadline)) return std::nullopt;
     const std::uint32_t size = store_detail::get32(size_bytes);
+    absent_ = size == store_detail::absent;
+    if (absent_) return std::string();
     if (size == store_detail::closing) {
       close_socket();
       closed_in_order_ = true;
@@ -297,6 +312,7 @@ class tcp_store final : public store {
   store_detail::tcp::socket socket_;
   bool timed_out_ = false;
   bool closed_in_order_ = false;
+  bool absent_ = false;  // the last value_reply's key was unset (op 6)
   std::atomic<bool> interrupted_{false};
   std::mutex handle_guard_;  // interrupt() against closing the socket on the calling thread
   int live_handle_ = -1;     // the connected socket's descriptor, -1 once closed

@@ -49,6 +49,8 @@ inline constexpr char magic[8] = {'W', 'E', 'F', 'T', 'S', 'T', 'O', 'R'};
 inline constexpr std::uint32_t version = 2;
 // The answer to a waiting get when the server closes in order (in place of a value's size).
 inline constexpr std::uint32_t closing = 0xFFFFFFFFu;
+// The answer to a look (op 6) at a key that is not set.
+inline constexpr std::uint32_t absent = 0xFFFFFFFEu;
 inline constexpr std::size_t max_clients = 4096;
 inline constexpr auto hello_time = std::chrono::seconds(5);
 

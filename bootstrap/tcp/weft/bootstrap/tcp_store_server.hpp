@@ -6,6 +6,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <sys/resource.h>
+
 #include <future>
 
 namespace weft::bootstrap {
@@ -16,6 +18,13 @@ class tcp_store_server {
   // Listens on `address` (port 0 picks a free one; see port()). Clients must present `secret`.
   tcp_store_server(const std::string& address, unsigned short port, std::string secret)
       : secret_(std::move(secret)), acceptor_(io_) {
+    // Each rank keeps up to three connections here (its own, its failure watch's, its lifeline):
+    // the process may open as many descriptors as its hard limit allows, not the soft 1024.
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      static_cast<void>(::setrlimit(RLIMIT_NOFILE, &files));
+    }
     namespace asio = store_detail::asio;
     using store_detail::tcp;
     boost::system::error_code failure;
@@ -149,8 +158,8 @@ class tcp_store_server {
           const auto op = std::to_integer<unsigned>(client->head[0]);
           const std::uint32_t key_bytes = store_detail::get32(client->head.data() + 1);
           const std::uint32_t value_bytes = store_detail::get32(client->head.data() + 5);
-          if (op < 1 || op > 5 || key_bytes == 0 || key_bytes > max_key_bytes ||
-              value_bytes > max_value_bytes || (op == 2 && value_bytes != 0)) {
+          if (op < 1 || op > 6 || key_bytes == 0 || key_bytes > max_key_bytes ||
+              value_bytes > max_value_bytes || ((op == 2 || op == 6) && value_bytes != 0)) {
             return client->drop("malformed request");
           }
           client->body.resize(std::size_t{key_bytes} + value_bytes);
@@ -178,6 +187,10 @@ class tcp_store_server {
                   respond(client, {std::byte{1}});
                 } else if (auto found = values_.find(key); found != values_.end()) {
                   answer(client, found->second);
+                } else if (op == 6) {  // look: unset, said at once
+                  std::vector<std::byte> reply(4);
+                  store_detail::put32(reply.data(), store_detail::absent);
+                  respond(client, std::move(reply));
                 } else {
                   park(client, key);
                 }

@@ -153,7 +153,14 @@ class engine : public weft::detail::retiring<engine> {
     unsigned polls = 0;
     while (!finished(op)) {
       const auto now = deadline_clock::now();
-      if (now >= deadline) return false;
+      if (now >= deadline) {
+        // A wait that only polls (a call in flight gives way between polls) still hears of a
+        // peer that ended, once a millisecond.
+        if (now - watched_at_ < std::chrono::milliseconds(1)) return false;
+        watched_at_ = now;
+        watch_peers(false);
+        return finished(op);
+      }
       if (progress()) {
         idle_since = now;
         continue;
@@ -172,6 +179,10 @@ class engine : public weft::detail::retiring<engine> {
 
   bool test(operation* op) {
     progress();
+    if (const auto now = deadline_clock::now(); now - watched_at_ >= std::chrono::milliseconds(1)) {
+      watched_at_ = now;
+      watch_peers(false);
+    }
     return finished(op);
   }
 
@@ -197,7 +208,10 @@ class engine : public weft::detail::retiring<engine> {
     // (the peers that see this rank close before the notice reaches them read it in its region)
     if (culprit >= 0 && culprit < size_ && culprit != rank_ && first_lost_ < 0)
       first_lost_ = culprit;
-    if (told_reason_.empty()) told_reason_ = std::string(reason);
+    if (told_reason_.empty()) {
+      told_reason_ = std::string(reason);
+      told_culprit_ = culprit;
+    }
   }
 
   void close();
@@ -230,7 +244,10 @@ class engine : public weft::detail::retiring<engine> {
   // Failure (shm/failure.hpp).
   bool finished(operation* op);
   void fail(operation* op, errc code, std::string why, int culprit = -1);
-  void watch_peers();
+  // `closes`: also read whether a peer closed its transport (a poll-only wait asks the pidfds only:
+  // a peer that gave up after a loss is read at a blocking wait, where the job's notice of the
+  // loss has had its chance to come first).
+  void watch_peers(bool closes = true);
   // The rank to blame when `closer` closed its transport while this rank waited for it.
   int root_of_close(int closer, int lost);
   // Why `root` counts as lost, for a message: its process ended, or the job's notice says so.
@@ -280,6 +297,8 @@ class engine : public weft::detail::retiring<engine> {
   std::chrono::microseconds spin_{0};  // settings_.spin, or less on a crowded host
   int readable_peers_ = 0;
   std::string told_reason_;  // what this rank told the job when it reported first_lost_
+  int told_culprit_ = -1;    // whom it told of then (this rank: its own call threw, a revoke)
+  deadline_clock::time_point watched_at_{};  // the last watch_peers() of a wait or test
   int first_lost_ =
       -1;  // the first rank an operation here failed for as lost; told to peers at close
   bool closed_ = false;

@@ -58,6 +58,13 @@ inline bool engine::finished(operation* op) {
     fail(op, errc::peer_lost,
          direction(op) + ": rank " + name(lost) + " is lost (" + failures_->why() + ")", lost);
   }
+  // This rank told the job of a failure (its communicator gave up, its own call threw, it revoked):
+  // its operations fail from then on, even those whose bytes moved, as the others' do when they
+  // hear it.
+  if (!told_reason_.empty() && (op->state == status::posted || op->state == status::done)) {
+    op->state = status::posted;
+    fail(op, errc::peer_lost, direction(op) + ": " + told_reason_, told_culprit_);
+  }
   if (op->state == status::done) return true;
   if (op->state == status::failed) {
     throw error(op->code, op->failure, op->culprit >= 0 ? job_rank(op->culprit) : -1);
@@ -88,14 +95,16 @@ inline std::string engine::lost_text(int root) const {
          (lost == root ? " (" + failures_->why() + ")" : std::string());
 }
 
-// Asks the pidfds whether peer processes ended, and the peers' regions whether they closed.
-inline void engine::watch_peers() {
+// Asks the pidfds whether peer processes ended, and (`closes`) the peers' regions whether they
+// closed.
+inline void engine::watch_peers(bool closes) {
   std::vector<pollfd> asked;
   std::vector<int> whose;
   for (int peer = 0; peer < size_; ++peer) {
     auto& state = peers_[static_cast<std::size_t>(peer)];
     if (peer == rank_ || state.region == nullptr) continue;
-    if (!state.closed && control_of(state.region)->closed.load(std::memory_order_acquire) != 0)
+    if (closes && !state.closed &&
+        control_of(state.region)->closed.load(std::memory_order_acquire) != 0)
       state.closed = true;
     if (!state.ended && state.link.pidfd >= 0) {
       asked.push_back({state.link.pidfd, POLLIN, 0});
