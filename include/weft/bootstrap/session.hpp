@@ -107,7 +107,7 @@ class basic_session {
   struct world final : detail::world_owner<communicator_type> {
     world(const bootstrap::launch& where, options chosen, Config config)
         : meeting(where, deadline_clock::now() + config.connect_timeout),
-          launched(where),
+          launched(meeting.launched()),  // with what the rendezvous settled (the store's address)
           settings(chosen),
           made(std::move(config)) {
       if constexpr (requires { made.adopt(where, meeting.secret()); }) {
