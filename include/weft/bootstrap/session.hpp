@@ -134,6 +134,17 @@ class basic_session {
     agreement agree(std::uint64_t flag) override;
     communicator_type& shrink() override;
 
+    // The members not counted lost, in rank order: who takes part in the next agreement and
+    // whom the next shrink keeps.
+    std::vector<int> remaining() const {
+      std::vector<int> out;
+      for (const int member : members) {
+        if (std::find(excluded.begin(), excluded.end(), member) == excluded.end())
+          out.push_back(member);
+      }
+      return out;
+    }
+
     // Where the agreements' keys go in the store.
     std::string recovery_prefix() const {
       if constexpr (requires { made.prefix; }) {
@@ -175,15 +186,9 @@ agreement basic_session<Transport, Config>::world::agree(std::uint64_t flag) {
   out.flag = flag;
   bootstrap::store* store = meeting.get();
   if (store == nullptr) return out;  // a world of one rank agrees with itself
-  const std::string base = recovery_prefix();
-  std::vector<int> voters;
-  for (const int member : members) {
-    if (std::find(excluded.begin(), excluded.end(), member) == excluded.end())
-      voters.push_back(member);
-  }
   const auto decided =
-      bootstrap::agree_in_store(*alive, base + "/round-" + std::to_string(++rounds), voters, id,
-                                flag, deadline_after(settings.timeout));
+      bootstrap::agree_in_store(*alive, recovery_prefix() + "/round-" + std::to_string(++rounds),
+                                remaining(), id, flag, deadline_after(settings.timeout));
   out.flag = decided.flag;
   for (std::size_t i = 0; i < decided.lost.size(); ++i) {
     excluded.push_back(decided.lost[i]);
@@ -208,11 +213,7 @@ basic_session<Transport, Config>::world::shrink() {
     if (comm) comm->revoke();  // every rank's calls on the old world end, here and there
     for (;;) {
       agree(~std::uint64_t{0});  // who is left
-      std::vector<int> survivors;
-      for (const int member : members) {
-        if (std::find(excluded.begin(), excluded.end(), member) == excluded.end())
-          survivors.push_back(member);
-      }
+      const std::vector<int> survivors = remaining();
       const int rank =
           static_cast<int>(std::find(survivors.begin(), survivors.end(), id) - survivors.begin());
       Config next = made;

@@ -155,10 +155,8 @@ class engine : public weft::detail::retiring<engine> {
       const auto now = deadline_clock::now();
       if (now >= deadline) {
         // A wait that only polls (a call in flight gives way between polls) still hears of a
-        // peer that ended, once a millisecond.
-        if (now - watched_at_ < std::chrono::milliseconds(1)) return false;
-        watched_at_ = now;
-        watch_peers(false);
+        // peer that ended.
+        if (!watch_processes_now_and_then(now)) return false;
         return finished(op);
       }
       if (progress()) {
@@ -179,10 +177,7 @@ class engine : public weft::detail::retiring<engine> {
 
   bool test(operation* op) {
     progress();
-    if (const auto now = deadline_clock::now(); now - watched_at_ >= std::chrono::milliseconds(1)) {
-      watched_at_ = now;
-      watch_peers(false);
-    }
+    watch_processes_now_and_then(deadline_clock::now());
     return finished(op);
   }
 
@@ -248,6 +243,14 @@ class engine : public weft::detail::retiring<engine> {
   // a peer that gave up after a loss is read at a blocking wait, where the job's notice of the
   // loss has had its chance to come first).
   void watch_peers(bool closes = true);
+  // For waits that only poll, and tests: watch_peers(false) at most once a millisecond; whether it
+  // ran.
+  bool watch_processes_now_and_then(deadline_clock::time_point now) {
+    if (now - watched_at_ < std::chrono::milliseconds(1)) return false;
+    watched_at_ = now;
+    watch_peers(false);
+    return true;
+  }
   // The rank to blame when `closer` closed its transport while this rank waited for it.
   int root_of_close(int closer, int lost);
   // Why `root` counts as lost, for a message: its process ended, or the job's notice says so.
